@@ -1,0 +1,63 @@
+// core/cpu/binary.cpp — CPU kernels for the binary family (add ... logical_xor) and where.
+// Arithmetic writes the operands' dtype; comparisons and logical ops write Bool. Half types
+// compute in float (OpMath) and round once on store.
+// Read next: core/cpu/copy.cpp.
+#include <string>
+
+#include "core/cpu/cpu_kernels.h"
+#include "core/cpu/loops.h"
+#include "core/dispatch.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+std::string kernel_name(BinaryOp op) { return std::string(op_name(op)) + "_cpu"; }
+
+template <BinaryOp Op, class F, class Types>
+void binary_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_dtype<Types>(a.dtype(), kernel_name(Op).c_str(), [&]<typename T>() {
+    using M = OpMath<T>;
+    if constexpr (is_comparison(Op) || is_logical(Op)) {
+      cpu_map<bool, T, T>(
+          [](T x, T y) { return F{}(static_cast<M>(x), static_cast<M>(y)); }, out, {&a, &b});
+    } else {
+      cpu_map<T, T, T>(
+          [](T x, T y) { return static_cast<T>(F{}(static_cast<M>(x), static_cast<M>(y))); },
+          out, {&a, &b});
+    }
+  });
+}
+
+}  // namespace
+
+std::array<BinaryKernel, static_cast<std::size_t>(BinaryOp::kCount)> binary_kernels() {
+  using namespace functors;
+  using B = BinaryOp;
+  // Same order as the BinaryOp enum.
+  return exactly_one_per<BinaryKernel, BinaryOp>(
+      &binary_kernel<B::Add, Add, AllTypes>,
+      &binary_kernel<B::Sub, Sub, NumericTypes>,
+      &binary_kernel<B::Mul, Mul, AllTypes>,
+      &binary_kernel<B::Div, Div, FloatingTypes>,
+      &binary_kernel<B::Pow, Pow, AllTypes>,
+      &binary_kernel<B::Maximum, Maximum, AllTypes>,
+      &binary_kernel<B::Minimum, Minimum, AllTypes>,
+      &binary_kernel<B::Eq, Eq, AllTypes>,
+      &binary_kernel<B::Ne, Ne, AllTypes>,
+      &binary_kernel<B::Lt, Lt, AllTypes>,
+      &binary_kernel<B::Le, Le, AllTypes>,
+      &binary_kernel<B::Gt, Gt, AllTypes>,
+      &binary_kernel<B::Ge, Ge, AllTypes>,
+      &binary_kernel<B::LogicalAnd, LogicalAnd, TypeList<bool>>,
+      &binary_kernel<B::LogicalOr, LogicalOr, TypeList<bool>>,
+      &binary_kernel<B::LogicalXor, LogicalXor, TypeList<bool>>);
+}
+
+void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  dispatch_dtype<AllTypes>(out.dtype(), "where_cpu", [&]<typename T>() {
+    cpu_map<T, bool, T, T>([](bool c, T x, T y) { return c ? x : y; }, out, {&cond, &a, &b});
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,36 @@
+// core/cpu/cpu_kernels.h — the CPU kernels, declared for the registration list
+// (core/cpu/register.cpp). Each family is built in its own file from the shared functors.
+// Read next: core/cpu/register.cpp.
+#pragma once
+
+#include <array>
+
+#include "core/kernels.h"
+
+namespace kiln::cpu {
+
+std::array<UnaryKernel, static_cast<std::size_t>(UnaryOp::kCount)> unary_kernels();
+std::array<BinaryKernel, static_cast<std::size_t>(BinaryOp::kCount)> binary_kernels();
+std::array<ReduceKernel, static_cast<std::size_t>(ReduceOp::kCount)> reduce_kernels();
+
+void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+void copy_kernel(const Tensor& dst, const Tensor& src);
+void fill_kernel(const Tensor& dst, const Scalar& value);
+void arange_kernel(const Tensor& out, const Scalar& start, const Scalar& step);
+void arg_reduce_kernel(const Tensor& values, const Tensor& indices, const Tensor& in,
+                       std::int64_t dim, bool is_max);
+void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void cat_kernel(const Tensor& out, const TensorList& inputs, std::int64_t dim);
+void index_select_kernel(const Tensor& out, const Tensor& in, std::int64_t dim,
+                         const Tensor& index);
+void index_add_kernel(const Tensor& out, std::int64_t dim, const Tensor& index,
+                      const Tensor& source);
+void gather_kernel(const Tensor& out, const Tensor& in, std::int64_t dim, const Tensor& index);
+void scatter_kernel(const Tensor& out, std::int64_t dim, const Tensor& index, const Tensor& src,
+                    bool accumulate);
+void im2col_kernel(const Tensor& cols, const Tensor& input, const Im2ColGeometry& g,
+                   double pad_value);
+void col2im_kernel(const Tensor& out, const Tensor& cols, const Im2ColGeometry& g);
+void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
+
+}  // namespace kiln::cpu

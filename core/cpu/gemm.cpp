@@ -1,0 +1,110 @@
+// core/cpu/gemm.cpp — batched matrix multiply on the CPU through Eigen's GEMM.
+// Operands are mapped in place whenever their layout is row-major or column-major with any
+// leading stride, so a transposed weight (x @ w.t() in linear) is never copied; only layouts
+// Eigen cannot describe (both strides non-unit, or a broadcast row) are packed first.
+// Half types are widened to float, multiplied, and rounded once.
+// Read next: core/cpu/index.cpp.
+#include <optional>
+
+#include "core/cpu/cpu_kernels.h"
+#include "core/cpu/parallel.h"
+#include "core/dispatch.h"
+#include "core/ops/allocate.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+/// How a (rows x cols) strided matrix maps onto Eigen: storage order and leading stride.
+struct Layout {
+  bool row_major;
+  std::int64_t outer;
+};
+
+std::optional<Layout> layout_of(std::int64_t rows, std::int64_t cols, std::int64_t s_row,
+                                std::int64_t s_col) {
+  if ((cols == 1 || s_col == 1) && (rows == 1 || s_row >= cols)) {
+    return Layout{true, rows == 1 ? cols : s_row};
+  }
+  if ((rows == 1 || s_row == 1) && (cols == 1 || s_col >= rows)) {
+    return Layout{false, cols == 1 ? rows : s_col};
+  }
+  return std::nullopt;
+}
+
+template <class T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+
+template <class T, class Fn>
+void with_map(const T* p, std::int64_t rows, std::int64_t cols, Layout l, const Fn& fn) {
+  using Stride = Eigen::OuterStride<>;
+  if (l.row_major) {
+    fn(Eigen::Map<const RowMajor<T>, Eigen::Unaligned, Stride>(p, rows, cols, Stride(l.outer)));
+  } else {
+    fn(Eigen::Map<const ColMajor<T>, Eigen::Unaligned, Stride>(p, rows, cols, Stride(l.outer)));
+  }
+}
+
+/// c[M, N] (contiguous) = a[M, K] @ b[K, N].
+template <class T>
+void gemm(T* c, const T* a, Layout la, const T* b, Layout lb, std::int64_t M, std::int64_t K,
+          std::int64_t N) {
+  Eigen::Map<RowMajor<T>> C(c, M, N);
+  if (K == 0) {
+    C.setZero();
+    return;
+  }
+  with_map(a, M, K, la, [&](const auto& A) {
+    with_map(b, K, N, lb, [&](const auto& B) { C.noalias() = A * B; });
+  });
+}
+
+/// A copy of `t` that Eigen can map (contiguous), when its own layout cannot be mapped.
+Tensor mappable(const Tensor& t, DType dtype) {
+  const auto M = t.sizes()[1], K = t.sizes()[2];
+  if (t.dtype() == dtype && layout_of(M, K, t.strides()[1], t.strides()[2])) return t;
+  Tensor packed = ops::empty_output(t.sizes(), dtype, kCPU, "bmm_cpu");
+  copy_kernel(packed, t);
+  return packed;
+}
+
+template <class T>
+void bmm_native(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const std::int64_t batch = out.sizes()[0], M = a.sizes()[1], K = a.sizes()[2],
+                     N = b.sizes()[2];
+  const Layout la = *layout_of(M, K, a.strides()[1], a.strides()[2]);
+  const Layout lb = *layout_of(K, N, b.strides()[1], b.strides()[2]);
+  const T* pa = a.data_ptr<T>();
+  const T* pb = b.data_ptr<T>();
+  T* pc = out.data_ptr<T>();
+  const std::int64_t sa = a.strides()[0], sb = b.strides()[0];
+  auto one = [&](std::int64_t i) { gemm(pc + i * M * N, pa + i * sa, la, pb + i * sb, lb, M, K, N); };
+  // Many small products: one per thread, each single-threaded inside (Eigen sees the active
+  // OpenMP region). Few large ones: one after another, each parallelised by Eigen itself.
+  if (batch > 1 && M * N * K < 128 * 128 * 128) {
+    parallel_for(0, batch, 1, [&](std::int64_t b0, std::int64_t e0) {
+      for (std::int64_t i = b0; i < e0; ++i) one(i);
+    });
+  } else {
+    for (std::int64_t i = 0; i < batch; ++i) one(i);
+  }
+}
+
+}  // namespace
+
+void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_dtype<GemmTypes>(out.dtype(), "addmm_impl_cpu_", [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      bmm_native<T>(out, mappable(a, out.dtype()), mappable(b, out.dtype()));
+    } else {
+      // Half types: widen to float once, multiply in float, round once.
+      Tensor out_f = ops::empty_output(out.sizes(), kFloat32, kCPU, "bmm_cpu");
+      bmm_native<float>(out_f, mappable(a, kFloat32), mappable(b, kFloat32));
+      copy_kernel(out, out_f);
+    }
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,29 @@
+// core/cpu/register.cpp — the CPU registration list: every kernel the CPU backend provides,
+// in one place. A new primitive needs a line here (and in core/cuda/register.cu); the op
+// families' lists are checked for completeness at compile time (exactly_one_per).
+// Read next: core/cpu/unary.cpp, core/cpu/loops.h.
+#include "core/cpu/cpu_kernels.h"
+
+namespace kiln::cpu {
+
+void register_kernels(BackendKernels& t) {
+  t.unary = unary_kernels();
+  t.binary = binary_kernels();
+  t.reduce = reduce_kernels();
+  t.where = &where_kernel;
+  t.copy = &copy_kernel;
+  t.fill = &fill_kernel;
+  t.arange = &arange_kernel;
+  t.arg_reduce = &arg_reduce_kernel;
+  t.bmm = &bmm_kernel;
+  t.cat = &cat_kernel;
+  t.index_select = &index_select_kernel;
+  t.index_add = &index_add_kernel;
+  t.gather = &gather_kernel;
+  t.scatter = &scatter_kernel;
+  t.im2col = &im2col_kernel;
+  t.col2im = &col2im_kernel;
+  t.random = &random_kernel;
+}
+
+}  // namespace kiln::cpu

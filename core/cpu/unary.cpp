@@ -1,0 +1,77 @@
+// core/cpu/unary.cpp — CPU kernels for the unary family (exp, log, relu, ...).
+// Contiguous float/double inputs go through Eigen's vectorised array functions where Eigen
+// has one (exp, log, tanh, sqrt: 4-16 lanes); everything else runs the shared functor
+// through cpu_map, in OpMath (float for half types).
+// Read next: core/cpu/binary.cpp.
+#include <string>
+
+#include "core/cpu/cpu_kernels.h"
+#include "core/cpu/loops.h"
+#include "core/dispatch.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+/// Ops for which Eigen has a vectorised array function on float and double.
+template <UnaryOp Op, class T>
+constexpr bool kHasEigenForm =
+    (std::is_same_v<T, float> || std::is_same_v<T, double>) &&
+    (Op == UnaryOp::Exp || Op == UnaryOp::Log || Op == UnaryOp::Tanh || Op == UnaryOp::Sqrt ||
+     Op == UnaryOp::Rsqrt || Op == UnaryOp::Sigmoid);
+
+template <UnaryOp Op, class T>
+void eigen_unary(T* out, const T* in, std::int64_t n) {
+  using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+  Eigen::Map<Array> o(out, n);
+  Eigen::Map<const Array> a(in, n);
+  if constexpr (Op == UnaryOp::Exp) o = a.exp();
+  else if constexpr (Op == UnaryOp::Log) o = a.log();
+  else if constexpr (Op == UnaryOp::Tanh) o = a.tanh();
+  else if constexpr (Op == UnaryOp::Sqrt) o = a.sqrt();
+  else if constexpr (Op == UnaryOp::Rsqrt) o = a.rsqrt();
+  else o = a.logistic();
+}
+
+std::string kernel_name(UnaryOp op) { return std::string(op_name(op)) + "_cpu"; }
+
+template <UnaryOp Op, class F, class Types>
+void unary_kernel(const Tensor& out, const Tensor& in) {
+  dispatch_dtype<Types>(in.dtype(), kernel_name(Op).c_str(), [&]<typename T>() {
+    if constexpr (kHasEigenForm<Op, T>) {
+      if (out.is_contiguous() && in.is_contiguous()) {
+        T* o = out.data_ptr<T>();
+        const T* a = in.data_ptr<T>();
+        parallel_for(0, out.numel(), kGrainSize, [&](std::int64_t b, std::int64_t e) {
+          eigen_unary<Op, T>(o + b, a + b, e - b);
+        });
+        return;
+      }
+    }
+    using M = OpMath<T>;
+    cpu_map<T, T>([](T a) { return static_cast<T>(F{}(static_cast<M>(a))); }, out, {&in});
+  });
+}
+
+}  // namespace
+
+std::array<UnaryKernel, static_cast<std::size_t>(UnaryOp::kCount)> unary_kernels() {
+  using namespace functors;
+  // Same order as the UnaryOp enum.
+  return exactly_one_per<UnaryKernel, UnaryOp>(
+      &unary_kernel<UnaryOp::Neg, Neg, NumericTypes>,
+      &unary_kernel<UnaryOp::Exp, Exp, FloatingTypes>,
+      &unary_kernel<UnaryOp::Log, Log, FloatingTypes>,
+      &unary_kernel<UnaryOp::Sqrt, Sqrt, FloatingTypes>,
+      &unary_kernel<UnaryOp::Rsqrt, Rsqrt, FloatingTypes>,
+      &unary_kernel<UnaryOp::Abs, Abs, NumericTypes>,
+      &unary_kernel<UnaryOp::Sign, Sign, AllTypes>,
+      &unary_kernel<UnaryOp::Relu, Relu, NumericTypes>,
+      &unary_kernel<UnaryOp::Sigmoid, Sigmoid, FloatingTypes>,
+      &unary_kernel<UnaryOp::Tanh, Tanh, FloatingTypes>,
+      &unary_kernel<UnaryOp::Gelu, Gelu, FloatingTypes>,
+      &unary_kernel<UnaryOp::Erf, Erf, FloatingTypes>,
+      &unary_kernel<UnaryOp::Reciprocal, Reciprocal, FloatingTypes>);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,121 @@
+// core/kernels.h — the kernel tables: for every primitive, one function pointer per device
+// type, filled by one explicit registration list per backend (core/cpu/register.cpp,
+// core/cuda/register.cu). No static-initialiser magic: the tables are built the first time
+// an op asks for them. Raw ops (core/ops/) validate and allocate, then call through here.
+// Kernels receive tensors that are already checked: same device, the dtypes the op settled
+// on, broadcast-compatible shapes. They may assume nothing about strides unless noted.
+// Read next: core/cpu/register.cpp.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/ops/functors.h"
+#include "core/scalar.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+/// The geometry of im2col/col2im for a batch of [N, C, H, W] images.
+struct Im2ColGeometry {
+  std::int64_t channels = 0, height = 0, width = 0;
+  std::int64_t kernel_h = 1, kernel_w = 1;
+  std::int64_t pad_h = 0, pad_w = 0;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t dilation_h = 1, dilation_w = 1;
+  std::int64_t out_h = 0, out_w = 0;
+};
+
+enum class RandomKind : std::uint8_t { Uniform, Normal, IntRange, Bernoulli };
+
+enum class ReduceOp : std::uint8_t { Sum, Prod, Amax, Amin, kCount };
+
+// out = op(in): same dtype, same shape.
+using UnaryKernel = void (*)(const Tensor& out, const Tensor& in);
+// out = op(a, b): a and b share a dtype and broadcast to out's shape.
+using BinaryKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
+// out = cond ? a : b (cond Bool; a, b of out's dtype; all broadcast to out).
+using WhereKernel = void (*)(const Tensor& out, const Tensor& cond, const Tensor& a,
+                             const Tensor& b);
+// dst = src converted to dst's dtype; src broadcasts to dst; both on this device.
+using CopyKernel = void (*)(const Tensor& dst, const Tensor& src);
+using FillKernel = void (*)(const Tensor& dst, const Scalar& value);
+// out[i] = start + i * step over a contiguous out.
+using ArangeKernel = void (*)(const Tensor& out, const Scalar& start, const Scalar& step);
+// out has in's shape with the reduced dims set to 1 (keepdim), and in's dtype.
+using ReduceKernel = void (*)(const Tensor& out, const Tensor& in, IntArrayRef dims);
+// values/indices have in's shape with dim set to 1; first index of the extreme; NaN wins.
+using ArgReduceKernel = void (*)(const Tensor& values, const Tensor& indices, const Tensor& in,
+                                 std::int64_t dim, bool is_max);
+// out[b] = a[b] @ c[b] for 3-d a [B, M, K], c [B, K, N]; out contiguous [B, M, N].
+// Batch strides may be 0 (a broadcast operand).
+using BmmKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& c);
+// out is contiguous; inputs share out's dtype and all dims but `dim`.
+using CatKernel = void (*)(const Tensor& out, const TensorList& inputs, std::int64_t dim);
+// out.select(dim, i) = in.select(dim, index[i]); index Int64 1-d, validated.
+using IndexSelectKernel = void (*)(const Tensor& out, const Tensor& in, std::int64_t dim,
+                                   const Tensor& index);
+// out.select(dim, index[i]) += source.select(dim, i) (out already holds self).
+using IndexAddKernel = void (*)(const Tensor& out, std::int64_t dim, const Tensor& index,
+                                const Tensor& source);
+// out[..i..] = in[..index[..i..]..] along dim (index Int64, same rank).
+using GatherKernel = void (*)(const Tensor& out, const Tensor& in, std::int64_t dim,
+                              const Tensor& index);
+// out[..index[..i..]..] = src[..i..] (or +=) along dim (out already holds self).
+using ScatterKernel = void (*)(const Tensor& out, std::int64_t dim, const Tensor& index,
+                               const Tensor& src, bool accumulate);
+// cols [N, C*kh*kw, out_h*out_w] from input [N, C, H, W]; padding reads pad_value.
+using Im2ColKernel = void (*)(const Tensor& cols, const Tensor& input, const Im2ColGeometry& g,
+                              double pad_value);
+// out [N, C, H, W] = sum of cols over overlapping windows (out is zeroed by the caller).
+using Col2ImKernel = void (*)(const Tensor& out, const Tensor& cols, const Im2ColGeometry& g);
+// Fills self with random values; a and b are the distribution's parameters.
+using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
+
+/// Every kernel one backend provides.
+struct BackendKernels {
+  std::array<UnaryKernel, static_cast<std::size_t>(UnaryOp::kCount)> unary{};
+  std::array<BinaryKernel, static_cast<std::size_t>(BinaryOp::kCount)> binary{};
+  std::array<ReduceKernel, static_cast<std::size_t>(ReduceOp::kCount)> reduce{};
+  WhereKernel where = nullptr;
+  CopyKernel copy = nullptr;
+  FillKernel fill = nullptr;
+  ArangeKernel arange = nullptr;
+  ArgReduceKernel arg_reduce = nullptr;
+  BmmKernel bmm = nullptr;
+  CatKernel cat = nullptr;
+  IndexSelectKernel index_select = nullptr;
+  IndexAddKernel index_add = nullptr;
+  GatherKernel gather = nullptr;
+  ScatterKernel scatter = nullptr;
+  Im2ColKernel im2col = nullptr;
+  Col2ImKernel col2im = nullptr;
+  RandomKernel random = nullptr;
+};
+
+/// The table for one device type (built on first use).
+const BackendKernels& kernels_for(DeviceType type);
+
+/// Returns `fn`, or throws NotImplementedError naming the op and the device.
+template <class Fn>
+Fn require_kernel(Fn fn, const char* op, Device device) {
+  KILN_CHECK_NOT_IMPLEMENTED(fn != nullptr, "Could not run '", op, "' with arguments from the '",
+                             device_type_name(device.type()), "' backend");
+  return fn;
+}
+
+/// Builds an array from exactly one entry per enum member: a family member added without a
+/// kernel fails to compile (ggml's tripwire).
+template <class Fn, class Enum, class... Entries>
+constexpr std::array<Fn, static_cast<std::size_t>(Enum::kCount)> exactly_one_per(
+    Entries... entries) {
+  static_assert(sizeof...(Entries) == static_cast<std::size_t>(Enum::kCount),
+                "every member of the op family needs exactly one kernel in this list");
+  return {entries...};
+}
+
+namespace cpu {
+void register_kernels(BackendKernels& table);
+}
+
+}  // namespace kiln

@@ -1,0 +1,68 @@
+// core/ops/conv.cpp — raw unfold and fold (see Note [Convolution as unfold + GEMM]).
+#include "core/ops/conv.h"
+
+#include "core/ops/allocate.h"
+#include "core/ops/copy.h"
+
+namespace kiln::ops {
+
+Im2ColGeometry im2col_geometry(IntArrayRef s, std::array<std::int64_t, 2> kernel,
+                               std::array<std::int64_t, 2> dilation,
+                               std::array<std::int64_t, 2> padding,
+                               std::array<std::int64_t, 2> stride) {
+  KILN_CHECK(s.size() == 4, "Expected 4D (batched) input [N, C, H, W], but got input of size: ", s);
+  for (int i = 0; i < 2; ++i) {
+    KILN_CHECK(kernel[i] > 0, "kernel size should be greater than zero, but got kernel_height: ",
+               kernel[0], " kernel_width: ", kernel[1]);
+    KILN_CHECK(stride[i] > 0, "stride should be greater than zero, but got stride_height: ",
+               stride[0], " stride_width: ", stride[1]);
+    KILN_CHECK(dilation[i] > 0, "dilation should be greater than zero, but got dilation_height: ",
+               dilation[0], " dilation_width: ", dilation[1]);
+    KILN_CHECK(padding[i] >= 0, "padding should be non-negative, but got pad_height: ", padding[0],
+               " pad_width: ", padding[1]);
+  }
+  Im2ColGeometry g;
+  g.channels = s[1];
+  g.height = s[2];
+  g.width = s[3];
+  g.kernel_h = kernel[0];
+  g.kernel_w = kernel[1];
+  g.dilation_h = dilation[0];
+  g.dilation_w = dilation[1];
+  g.pad_h = padding[0];
+  g.pad_w = padding[1];
+  g.stride_h = stride[0];
+  g.stride_w = stride[1];
+  g.out_h = (g.height + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1) - 1) / g.stride_h + 1;
+  g.out_w = (g.width + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1) - 1) / g.stride_w + 1;
+  KILN_CHECK(g.out_h > 0 && g.out_w > 0, "Calculated output size: (", g.out_h, "x", g.out_w,
+             "). Output size is too small for input of spatial size (", g.height, "x", g.width,
+             ") and kernel (", g.kernel_h, "x", g.kernel_w, ")");
+  return g;
+}
+
+Tensor unfold(const Tensor& x, const Im2ColGeometry& g, double pad_value) {
+  KILN_CHECK(x.dim() == 4, "unfold: expected a 4-D input [N, C, H, W], got ", x.sizes());
+  Tensor cols = empty_output({x.sizes()[0], g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w},
+                             x.dtype(), x.device(), "im2col");
+  if (!has_data(x.device()) || cols.numel() == 0) return cols;
+  require_kernel(kernels_for(x.device().type()).im2col, "im2col", x.device())(cols, contiguous(x), g,
+                                                                              pad_value);
+  return cols;
+}
+
+Tensor fold(const Tensor& cols, const Im2ColGeometry& g) {
+  const std::int64_t rows = g.channels * g.kernel_h * g.kernel_w;
+  KILN_CHECK(cols.dim() == 3 && cols.sizes()[1] == rows && cols.sizes()[2] == g.out_h * g.out_w,
+             "fold: expected input of size [N, ", rows, ", ", g.out_h * g.out_w, "], got ",
+             cols.sizes());
+  Tensor out = empty_output({cols.sizes()[0], g.channels, g.height, g.width}, cols.dtype(),
+                            cols.device(), "col2im");
+  if (!has_data(cols.device())) return out;
+  fill_data(out, 0);
+  if (out.numel() == 0) return out;
+  require_kernel(kernels_for(cols.device().type()).col2im, "col2im", cols.device())(out, contiguous(cols), g);
+  return out;
+}
+
+}  // namespace kiln::ops

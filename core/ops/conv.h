@@ -1,0 +1,34 @@
+// core/ops/conv.h — raw im2col (unfold) and col2im (fold): the data movement behind
+// convolution and pooling. See Note [Convolution as unfold + GEMM].
+// Read next: autograd/functions/conv.cpp (conv2d and the pools built on these).
+#pragma once
+
+#include <array>
+
+#include "core/kernels.h"
+#include "core/tensor.h"
+
+namespace kiln::ops {
+
+// Note [Convolution as unfold + GEMM]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// unfold copies every kh x kw window of an [N, C, H, W] batch into a column:
+// cols[n, (c*kh + i)*kw + j, oy*ow + ox] = x[n, c, oy*sh - ph + i*dh, ox*sw - pw + j*dw].
+// A convolution is then one matrix product per image, weight[O, C*kh*kw] @ cols[n], and
+// max/avg pooling are a max/mean over the column dim of a per-channel unfold. fold is
+// unfold's adjoint (it sums overlapping windows back), so each is the other's gradient,
+// and conv2d, max_pool2d and avg_pool2d get their backward - and double backward - from
+// unfold, fold, matmul, max and mean without a hand-written backward kernel.
+
+/// The im2col geometry, validated, for an [N, C, H, W] input.
+Im2ColGeometry im2col_geometry(IntArrayRef input_sizes, std::array<std::int64_t, 2> kernel,
+                               std::array<std::int64_t, 2> dilation,
+                               std::array<std::int64_t, 2> padding,
+                               std::array<std::int64_t, 2> stride);
+
+/// [N, C, H, W] -> [N, C*kh*kw, out_h*out_w]; padding reads `pad_value`.
+Tensor unfold(const Tensor& x, const Im2ColGeometry& g, double pad_value = 0.0);
+/// [N, C*kh*kw, L] -> [N, C, H, W], summing overlapping windows.
+Tensor fold(const Tensor& cols, const Im2ColGeometry& g);
+
+}  // namespace kiln::ops

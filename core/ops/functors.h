@@ -1,0 +1,129 @@
+// core/ops/functors.h — the elementwise math, written once for CPU and CUDA. Each functor
+// computes in OpMath<T> (float for half types); kernels convert on load and store.
+// The enums below name the members of each op family; core/kernels.h holds one kernel per
+// member and device, and `static_assert`s in the registration lists catch a member added
+// here without a kernel.
+// Read next: core/kernels.h, core/cpu/elementwise.cpp.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda/host_device.h"
+
+namespace kiln {
+
+enum class UnaryOp : std::uint8_t {
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu, Erf, Reciprocal,
+  kCount
+};
+
+enum class BinaryOp : std::uint8_t {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,
+  LogicalAnd, LogicalOr, LogicalXor,
+  kCount
+};
+
+inline constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
+inline constexpr bool is_logical(BinaryOp op) { return op >= BinaryOp::LogicalAnd; }
+
+const char* op_name(UnaryOp op);
+const char* op_name(BinaryOp op);
+
+namespace functors {
+
+template <class T>
+KILN_HOST_DEVICE constexpr bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v != v;
+  else return false;
+}
+
+struct Neg { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return -a; } };
+struct Exp { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::exp(a); } };
+struct Log { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::log(a); } };
+struct Sqrt { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::sqrt(a); } };
+struct Rsqrt {
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return T(1) / std::sqrt(a); }
+};
+struct Abs {
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const {
+    if constexpr (std::is_unsigned_v<T>) return a;
+    else return a < T(0) ? T(-a) : a;
+  }
+};
+struct Sign {
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const {
+    if constexpr (std::is_same_v<T, bool>) return a;
+    else return static_cast<T>((T(0) < a) - (a < T(0)));
+  }
+};
+/// max(a, 0) that lets NaN through, as PyTorch's relu does.
+struct Relu {
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return a < T(0) ? T(0) : a; }
+};
+struct Sigmoid {
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return T(1) / (T(1) + std::exp(-a)); }
+};
+struct Tanh { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::tanh(a); } };
+/// The exact (erf) GELU: x * Phi(x), PyTorch's default approximate='none'.
+struct Gelu {
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const {
+    return T(0.5) * a * (T(1) + std::erf(a * T(0.70710678118654752440)));
+  }
+};
+struct Erf { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::erf(a); } };
+struct Reciprocal {
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return T(1) / a; }
+};
+
+struct Add { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a + b); } };
+struct Sub { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a - b); } };
+struct Mul { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a * b); } };
+struct Div { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a / b); } };
+struct Pow {
+  template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::pow(a, b);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;
+    } else {
+      // Integer power by squaring; negative exponents are rejected by the op front-end.
+      T result = 1;
+      T base = a;
+      for (T e = b; e > 0; e = static_cast<T>(e >> 1)) {
+        if (e & 1) result = static_cast<T>(result * base);
+        base = static_cast<T>(base * base);
+      }
+      return result;
+    }
+  }
+};
+/// NaN-propagating maximum/minimum (torch.maximum semantics).
+struct Maximum {
+  template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+    return a > b ? a : b;
+  }
+};
+struct Minimum {
+  template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+    return a < b ? a : b;
+  }
+};
+struct Eq { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a == b; } };
+struct Ne { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a != b; } };
+struct Lt { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a < b; } };
+struct Le { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a <= b; } };
+struct Gt { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a > b; } };
+struct Ge { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a >= b; } };
+struct LogicalAnd { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a && b; } };
+struct LogicalOr { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a || b; } };
+struct LogicalXor { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a != b; } };
+
+}  // namespace functors
+}  // namespace kiln

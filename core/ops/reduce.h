@@ -1,0 +1,29 @@
+// core/ops/reduce.h — raw reductions. Dims lists are wrapped and sorted; an empty list means
+// every dim. Output dtypes follow PyTorch: sum/prod of integers and bool give Int64; mean
+// needs a floating dtype; amax/amin/max/min keep the input's dtype.
+// Read next: core/ops/linalg.h.
+#pragma once
+
+#include <optional>
+#include <tuple>
+
+#include "core/kernels.h"
+#include "core/tensor.h"
+
+namespace kiln::ops {
+
+/// The shape of a reduction's output.
+Shape reduced_shape(IntArrayRef sizes, IntArrayRef wrapped_dims, bool keepdim);
+
+Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype = std::nullopt);
+Tensor prod(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype = std::nullopt);
+Tensor amax(const Tensor& x, IntArrayRef dims, bool keepdim);
+Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim);
+/// (values, indices) of the max/min along `dim`; the first index among ties.
+std::tuple<Tensor, Tensor> max_dim(const Tensor& x, std::int64_t dim, bool keepdim);
+std::tuple<Tensor, Tensor> min_dim(const Tensor& x, std::int64_t dim, bool keepdim);
+/// Index of the max/min over `dim`, or over the flattened tensor when no dim is given.
+Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim, bool keepdim);
+Tensor argmin(const Tensor& x, std::optional<std::int64_t> dim, bool keepdim);
+
+}  // namespace kiln::ops

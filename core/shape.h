@@ -1,0 +1,40 @@
+// core/shape.h — shape arithmetic shared by every op: wrapping negative dims, broadcasting,
+// inferring a -1 in a new shape, and the stride rule that decides when a view is possible.
+// Read next: core/ops/view.h (views built on these rules).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/array_ref.h"
+
+namespace kiln {
+
+/// Strides of a row-major (C-contiguous) tensor of these sizes.
+Shape contiguous_strides(IntArrayRef sizes);
+/// Product of sizes (1 for a 0-d tensor).
+std::int64_t compute_numel(IntArrayRef sizes);
+/// PyTorch's rule: size-1 dims may have any stride; an empty tensor is contiguous.
+bool compute_is_contiguous(IntArrayRef sizes, IntArrayRef strides);
+
+/// Maps a possibly negative `dim` into [0, ndim); IndexError "Dimension out of range ..."
+/// otherwise. A 0-d tensor accepts -1 and 0 (PyTorch's wrap_scalar rule).
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim);
+
+/// Sorted, de-duplicated, wrapped dims; an empty list means "all dims".
+/// Throws "dim 1 appears multiple times in the list of dims".
+Shape wrap_dims(IntArrayRef dims, std::int64_t ndim);
+
+/// The broadcast shape of a and b (numpy rules), or PyTorch's "The size of tensor a (3) must
+/// match the size of tensor b (4) at non-singleton dimension 1".
+Shape broadcast_shapes(IntArrayRef a, IntArrayRef b);
+
+/// Resolves one -1 in `shape` so that it holds `numel` elements.
+Shape infer_size(IntArrayRef shape, std::int64_t numel);
+
+/// Strides that let a tensor with (sizes, strides) be viewed as `new_sizes` without copying,
+/// or nullopt when the memory layout does not allow it (then reshape copies). This is
+/// PyTorch's computeStride: dims may merge only when they are contiguous with each other.
+std::optional<Shape> view_strides(IntArrayRef sizes, IntArrayRef strides, IntArrayRef new_sizes);
+
+}  // namespace kiln

@@ -1,0 +1,100 @@
+// core/tensor_impl.h — TensorImpl: a Storage seen through sizes, strides (in elements) and an
+// offset, with a dtype, and the autograd terms of its contract (requires_grad, grad_fn,
+// output_nr). Everything here is fixed at construction: there are no setters. To change a
+// term you create a new tensor (to, contiguous, detach, clone). See Note [The creation contract].
+// Read next: core/tensor.h (the user-facing handle), core/autograd_meta.h.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "core/array_ref.h"
+#include "core/dtype.h"
+#include "core/provenance.h"
+#include "core/shape.h"
+#include "core/storage.h"
+
+namespace kiln {
+
+namespace autograd {
+class Node;  // defined in autograd/node.h; core only holds pointers. See Note [Layering].
+}
+
+struct AutogradMeta;
+
+// Note [The creation contract]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Device, dtype, layout (sizes, strides, offset), requires_grad and grad_fn are arguments of
+// TensorImpl's constructor and nothing changes them afterwards. PyTorch lets a tensor's
+// history be rewritten (requires_grad_(), in-place ops rebasing grad_fn, .data assignment);
+// each of those is a classic source of confusion, so Kiln has none of them:
+//   - a tensor that should require grad is *created* so (options.requires_grad(true), or
+//     as_leaf() to sign a new contract over the same memory);
+//   - an op's output is created by the autograd layer *with* its grad_fn;
+//   - in-place ops on a tensor that requires grad are refused while grad mode is on.
+// What does change is state, not terms: the bytes (in-place ops under NoGradGuard, which bump
+// the version counter) and the accumulated `.grad` of a leaf.
+
+/// The autograd terms of a tensor, fixed at creation.
+struct AutogradTerms {
+  bool requires_grad = false;
+  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
+  std::uint32_t output_nr = 0;              // which output of grad_fn this tensor is
+};
+
+class TensorImpl {
+ public:
+  /// Throws "Only Tensors of floating point and complex dtype can require gradients" when
+  /// requires_grad is asked of an integral or bool dtype.
+  TensorImpl(std::shared_ptr<Storage> storage, Shape sizes, Shape strides,
+             std::int64_t storage_offset, DType dtype, AutogradTerms terms,
+             Provenance provenance);
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  IntArrayRef sizes() const { return sizes_; }
+  IntArrayRef strides() const { return strides_; }
+  std::int64_t dim() const { return static_cast<std::int64_t>(sizes_.size()); }
+  std::int64_t numel() const { return numel_; }
+  std::int64_t storage_offset() const { return storage_offset_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_->device(); }
+  bool is_contiguous() const { return is_contiguous_; }
+  /// First element's address (nullptr on the meta device or for empty storage).
+  void* data() const {
+    char* base = static_cast<char*>(storage_->data());
+    return base == nullptr ? nullptr : base + storage_offset_ * itemsize(dtype_);
+  }
+
+  bool requires_grad() const { return requires_grad_; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return grad_fn_; }
+  std::uint32_t output_nr() const { return output_nr_; }
+  bool is_leaf() const { return grad_fn_ == nullptr; }
+
+  const Provenance& provenance() const { return provenance_; }
+
+  /// Mutable autograd state (the `.grad` of a leaf, hooks, retain_grad), created on first use.
+  AutogradMeta& autograd_meta();
+  AutogradMeta* autograd_meta_if_exists() const {
+    return autograd_meta_.load(std::memory_order_acquire);
+  }
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape sizes_;
+  Shape strides_;
+  std::int64_t storage_offset_;
+  std::int64_t numel_;
+  DType dtype_;
+  bool is_contiguous_;
+  bool requires_grad_;
+  std::uint32_t output_nr_;
+  std::shared_ptr<autograd::Node> grad_fn_;
+  Provenance provenance_;
+  std::atomic<AutogradMeta*> autograd_meta_{nullptr};  // owned; see autograd_meta()
+};
+
+}  // namespace kiln
