@@ -23,6 +23,10 @@ class Node;  // defined in autograd/node.h; core only holds pointers. See Note [
 
 struct AutogradMeta;
 
+/// The PyTorch-style name of a backward node ("MulBackward0"). Declared here so that core can
+/// print `grad_fn=<MulBackward0>`; defined by the autograd layer (Note [Layering]).
+const char* node_name(const autograd::Node& node);
+
 // Note [The creation contract]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Device, dtype, layout (sizes, strides, offset), requires_grad and grad_fn are arguments of
@@ -75,6 +79,10 @@ class TensorImpl {
   bool is_leaf() const { return grad_fn_ == nullptr; }
 
   const Provenance& provenance() const { return provenance_; }
+  /// Diagnostic only (not a term): set when an op produced this tensor with grad mode off
+  /// while one of its inputs required grad, so explain() can say "computed under NoGradGuard".
+  bool made_without_grad() const { return made_without_grad_; }
+  void note_made_without_grad() const { made_without_grad_ = true; }
 
   /// Mutable autograd state (the `.grad` of a leaf, hooks, retain_grad), created on first use.
   AutogradMeta& autograd_meta();
@@ -94,6 +102,7 @@ class TensorImpl {
   std::uint32_t output_nr_;
   std::shared_ptr<autograd::Node> grad_fn_;
   Provenance provenance_;
+  mutable bool made_without_grad_ = false;
   std::atomic<AutogradMeta*> autograd_meta_{nullptr};  // owned; see autograd_meta()
 };
 

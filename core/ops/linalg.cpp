@@ -11,9 +11,9 @@ namespace kiln::ops {
 namespace {
 
 void check_same_dtype(const Tensor& a, const Tensor& b) {
-  KILN_CHECK_TYPE(a.dtype() == b.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
-                  dtype_name(a.dtype()), " != ", dtype_name(b.dtype()), " (",
-                  msg::scalar_type(a.dtype(), b.dtype()), ")\n", msg::blame("mat1", a), "\n",
+  KILN_CHECK_TYPE(a.dtype() == b.dtype(), "mat1 and mat2 must have the same dtype, but got ",
+                  scalar_type_name(a.dtype()), " and ", scalar_type_name(b.dtype()), " (",
+                  msg::scalar_type(b.dtype(), a.dtype()), ")\n", msg::blame("mat1", a), "\n",
                   msg::blame("mat2", b));
 }
 

@@ -1,0 +1,223 @@
+// autograd/function.h — Function<Derived>: how every differentiable op is written.
+//
+//   struct MulFn : Function<MulFn> {
+//     static constexpr const char* name = "MulBackward0";
+//     static Tensor forward(Context<MulFn>& ctx, const Tensor& a, const Tensor& b) {
+//       ctx.save_for_backward({a, b});
+//       return ops::binary(BinaryOp::Mul, a, b);
+//     }
+//     // d(a*b)/da = grad * b,  d(a*b)/db = grad * a
+//     static TensorList backward(Context<MulFn>& ctx, const TensorList& grads) {
+//       auto s = ctx.get_saved_variables();
+//       return {grads[0] * s[1], grads[0] * s[0]};
+//     }
+//   };
+//   Tensor y = MulFn::apply(a, b);
+//
+// apply() runs the forward on raw ops (core/ops); then, if grad mode is on and an input
+// requires grad, it creates the outputs *with* their grad_fn — a CppNode<MulFn> holding the
+// Context — as the creation contract demands (Note [The creation contract]). Backward
+// formulas are written with the public differentiable ops, so with create_graph the
+// backward itself is recorded and can be differentiated again.
+// Non-tensor state goes in `ctx.saved`, of type Derived::Saved when Derived declares one.
+// Read next: autograd/engine.h, autograd/functions/elementwise.cpp.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "autograd/anomaly_mode.h"
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/saved_variable.h"
+
+namespace kiln::autograd {
+
+namespace detail {
+
+template <class F>
+struct SavedData {
+  struct type {};
+};
+template <class F>
+  requires requires { typename F::Saved; }
+struct SavedData<F> {
+  using type = typename F::Saved;
+};
+
+inline void collect_inputs(std::vector<const Tensor*>& out, const Tensor& t) { out.push_back(&t); }
+inline void collect_inputs(std::vector<const Tensor*>& out, const TensorList& ts) {
+  for (const Tensor& t : ts) out.push_back(&t);
+}
+template <class T>
+void collect_inputs(std::vector<const Tensor*>&, const T&) {}
+
+/// A new handle to the same memory and geometry as `raw`, with autograd terms.
+Tensor with_history(const Tensor& raw, const std::shared_ptr<Node>& node, std::uint32_t output_nr);
+
+}  // namespace detail
+
+/// What a forward leaves for its backward: saved tensors, which inputs need a gradient, and
+/// any plain data (`saved`).
+template <class F>
+class Context {
+ public:
+  typename detail::SavedData<F>::type saved{};
+
+  /// Saves tensors for backward (inputs or the forward's own raw outputs). Does nothing when
+  /// the op is not being recorded.
+  void save_for_backward(TensorList tensors) {
+    if (recording_) pending_ = std::move(tensors);
+  }
+  /// The saved tensors, checked against in-place modification and release.
+  TensorList get_saved_variables() const {
+    TensorList out;
+    out.reserve(saved_variables_.size());
+    const std::shared_ptr<Node> self = owner_ ? owner_->shared_from_this() : nullptr;
+    for (const SavedVariable& s : saved_variables_) out.push_back(s.unpack(self));
+    return out;
+  }
+  /// True when input `i` (counting tensor arguments in order, list elements one by one)
+  /// needs a gradient.
+  bool needs_input_grad(std::size_t i) const { return i < needs_.size() && needs_[i]; }
+  /// True while recording: the forward may skip work only backward needs.
+  bool recording() const { return recording_; }
+
+  // --- used by Function::apply and CppNode ---------------------------------------------------
+  void begin(Node* owner, std::vector<bool> needs) {
+    owner_ = owner;
+    needs_ = std::move(needs);
+    recording_ = true;
+  }
+  void finish(const TensorList& raw_outputs) {
+    for (const Tensor& t : pending_) {
+      int output_nr = -1;
+      for (std::size_t i = 0; i < raw_outputs.size(); ++i) {
+        if (t.defined() && t.is_same(raw_outputs[i])) output_nr = static_cast<int>(i);
+      }
+      saved_variables_.emplace_back(t, output_nr);
+    }
+    pending_.clear();
+  }
+  void release() {
+    for (SavedVariable& s : saved_variables_) s.release();
+  }
+  const std::vector<SavedVariable>& saved_variables() const { return saved_variables_; }
+
+ private:
+  bool recording_ = false;
+  Node* owner_ = nullptr;
+  std::vector<bool> needs_;
+  TensorList pending_;
+  std::vector<SavedVariable> saved_variables_;
+};
+
+/// The node an op built with Function<F> leaves in the graph.
+template <class F>
+class CppNode final : public Node {
+ public:
+  Context<F> ctx;
+
+  TensorList apply(TensorList&& grads) override {
+    // An output that received no gradient contributes zero (PyTorch materialises grads for
+    // custom Functions the same way), so formulas never see undefined gradients.
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined() && is_floating_point(outputs_[i].dtype)) grads[i] = zero_grad(i);
+    }
+    TensorList result = F::backward(ctx, grads);
+    KILN_CHECK(result.size() == next_edges_.size(), F::name, " returned ", result.size(),
+               " gradients but the op has ", next_edges_.size(), " tensor inputs");
+    for (std::size_t i = 0; i < result.size(); ++i) {
+      if (!next_edges_[i].is_valid()) result[i] = Tensor();
+    }
+    return result;
+  }
+  const char* name() const override { return F::name; }
+  void release_variables() override { ctx.release(); }
+  std::vector<std::string> saved_summary() const override {
+    std::vector<std::string> out;
+    for (const SavedVariable& s : ctx.saved_variables()) out.push_back(s.summary());
+    return out;
+  }
+
+ private:
+  Tensor zero_grad(std::size_t i) const;
+};
+
+/// Zeros shaped like output `meta` (defined in autograd/function.cpp to keep this header free
+/// of the creation API).
+Tensor zeros_for(const OutputMeta& meta);
+
+template <class F>
+Tensor CppNode<F>::zero_grad(std::size_t i) const {
+  return zeros_for(outputs_[i]);
+}
+
+/// Marks outputs computed under NoGradGuard from inputs that required grad (for explain()).
+template <class Result>
+void note_if_grad_was_off(const std::vector<const Tensor*>& inputs, const Result& out) {
+  const bool any = std::any_of(inputs.begin(), inputs.end(), [](const Tensor* t) {
+    return t->defined() && t->requires_grad();
+  });
+  if (!any) return;
+  if constexpr (std::is_same_v<Result, Tensor>) {
+    if (out.defined()) out.impl()->note_made_without_grad();
+  } else {
+    for (const Tensor& t : out) {
+      if (t.defined()) t.impl()->note_made_without_grad();
+    }
+  }
+}
+
+/// The base of every differentiable op. See the example at the top of this file.
+template <class Derived>
+struct Function {
+  template <class... Args>
+  static auto apply(const Args&... args) {
+    using Result = decltype(Derived::forward(std::declval<Context<Derived>&>(), args...));
+    static_assert(std::is_same_v<Result, Tensor> || std::is_same_v<Result, TensorList>,
+                  "forward must return a Tensor or a TensorList");
+    std::vector<const Tensor*> inputs;
+    (detail::collect_inputs(inputs, args), ...);
+    const bool record = is_grad_enabled() &&
+                        std::any_of(inputs.begin(), inputs.end(), [](const Tensor* t) {
+                          return t->defined() && t->requires_grad();
+                        });
+    if (!record) {
+      Context<Derived> ctx;
+      Result out = Derived::forward(ctx, args...);
+      if (!is_grad_enabled()) note_if_grad_was_off(inputs, out);
+      return out;
+    }
+    auto node = std::make_shared<CppNode<Derived>>();
+    std::vector<Edge> edges;
+    std::vector<bool> needs;
+    edges.reserve(inputs.size());
+    for (const Tensor* t : inputs) {
+      edges.push_back(gradient_edge(*t));
+      needs.push_back(edges.back().is_valid());
+    }
+    node->set_next_edges(std::move(edges));
+    node->ctx.begin(node.get(), std::move(needs));
+    if (is_anomaly_enabled()) node->set_creation_trace(capture_trace(Derived::name));
+    Result raw;
+    {
+      NoGradGuard no_grad;
+      raw = Derived::forward(node->ctx, args...);
+    }
+    if constexpr (std::is_same_v<Result, Tensor>) {
+      node->ctx.finish({raw});
+      return detail::with_history(raw, node, node->add_output(raw));
+    } else {
+      node->ctx.finish(raw);
+      TensorList out;
+      out.reserve(raw.size());
+      for (const Tensor& r : raw) out.push_back(detail::with_history(r, node, node->add_output(r)));
+      return out;
+    }
+  }
+};
+
+}  // namespace kiln::autograd

@@ -1,0 +1,174 @@
+// autograd/functions/conv.cpp — convolution and pooling, built from two data-movement
+// primitives, unfold (im2col) and fold (col2im), plus matmul, max and mean
+// (Note [Convolution as unfold + GEMM] in core/ops/conv.h). unfold and fold are each
+// other's adjoint, so each is the other's backward, and everything built on them is
+// differentiable to any order.
+// Read next: nn/ (the modules that call these).
+#include "autograd/function.h"
+#include "autograd/functions/linalg.h"
+#include "autograd/functions/nn.h"
+#include "core/creation.h"
+#include "core/ops/conv.h"
+
+namespace kiln {
+
+namespace {
+
+using autograd::Context;
+using autograd::Function;
+
+struct UnfoldFn : Function<UnfoldFn> {
+  static constexpr const char* name = "Im2ColBackward0";
+  struct Saved { Im2ColGeometry geometry; };
+  static Tensor forward(Context<UnfoldFn>& ctx, const Tensor& x, const Im2ColGeometry& g,
+                        double pad_value) {
+    ctx.saved = {g};
+    return ops::unfold(x, g, pad_value);
+  }
+  // unfold copies each input element into every window that covers it, so its adjoint sums
+  // the window gradients back into place: fold
+  static TensorList backward(Context<UnfoldFn>& ctx, const TensorList& g);
+};
+
+struct FoldFn : Function<FoldFn> {
+  static constexpr const char* name = "Col2ImBackward0";
+  struct Saved { Im2ColGeometry geometry; };
+  static Tensor forward(Context<FoldFn>& ctx, const Tensor& cols, const Im2ColGeometry& g) {
+    ctx.saved = {g};
+    return ops::fold(cols, g);
+  }
+  // fold sums windows into the image, so its adjoint reads each window back out: unfold
+  static TensorList backward(Context<FoldFn>& ctx, const TensorList& g) {
+    return {UnfoldFn::apply(g[0], ctx.saved.geometry, 0.0)};
+  }
+};
+
+TensorList UnfoldFn::backward(Context<UnfoldFn>& ctx, const TensorList& g) {
+  return {FoldFn::apply(g[0], ctx.saved.geometry)};
+}
+
+void check_4d(const char* op, const Tensor& input) {
+  KILN_CHECK(input.dim() == 4, op, ": Expected 4D (batched) input [N, C, H, W], but got input of size: ",
+             input.sizes());
+}
+
+}  // namespace
+
+Tensor unfold(const Tensor& input, Pair kernel_size, Pair dilation, Pair padding, Pair stride) {
+  check_4d("unfold", input);
+  return UnfoldFn::apply(input, ops::im2col_geometry(input.sizes(), kernel_size, dilation, padding, stride), 0.0);
+}
+
+Tensor fold(const Tensor& input, Pair output_size, Pair kernel_size, Pair dilation, Pair padding,
+            Pair stride) {
+  KILN_CHECK(input.dim() == 3, "fold: Expected 3D (batched) input [N, C*kh*kw, L], got ", input.sizes());
+  const std::int64_t kk = kernel_size[0] * kernel_size[1];
+  KILN_CHECK(input.sizes()[1] % kk == 0, "Expected size of input's dimension 1 to be divisible by "
+             "the product of kernel_size, but got input.size(1)=", input.sizes()[1],
+             " and kernel_size=(", kernel_size[0], ", ", kernel_size[1], ")");
+  const Im2ColGeometry g = ops::im2col_geometry(
+      {input.sizes()[0], input.sizes()[1] / kk, output_size[0], output_size[1]}, kernel_size,
+      dilation, padding, stride);
+  return FoldFn::apply(input, g);
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride,
+              Pair padding, Pair dilation, std::int64_t groups) {
+  check_4d("conv2d", input);
+  KILN_CHECK(weight.dim() == 4, "conv2d: Expected 4D weight [out_channels, in_channels/groups, kh, "
+             "kw], but got weight of size: ", weight.sizes());
+  KILN_CHECK(groups > 0, "non-positive groups is not supported");
+  const std::int64_t C = input.sizes()[1], O = weight.sizes()[0];
+  KILN_CHECK(C == weight.sizes()[1] * groups, "Given groups=", groups, ", weight of size ",
+             weight.sizes(), ", expected input", input.sizes(), " to have ", weight.sizes()[1] * groups,
+             " channels, but got ", C, " channels instead");
+  KILN_CHECK(O % groups == 0, "Given groups=", groups, ", expected weight to be divisible by ",
+             groups, " at dimension 0, but got weight of size ", weight.sizes(), " instead");
+  KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.sizes()[0] == O), "Given weight of size ",
+             weight.sizes(), ", expected bias to be 1-dimensional with ", O,
+             " elements, but got bias of size ", bias.sizes(), " instead");
+  const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), {weight.sizes()[2], weight.sizes()[3]},
+                                                dilation, padding, stride);
+  const Tensor cols = UnfoldFn::apply(input, g, 0.0);  // [N, C*kh*kw, L]
+  const std::int64_t N = input.sizes()[0];
+  Tensor out;
+  if (groups == 1) {
+    out = matmul(weight.reshape({O, -1}), cols);  // [O, C*kh*kw] @ [N, C*kh*kw, L]
+  } else {
+    const std::int64_t rows = C / groups * g.kernel_h * g.kernel_w, outs = O / groups;
+    TensorList parts;
+    for (std::int64_t i = 0; i < groups; ++i) {
+      parts.push_back(matmul(weight.narrow(0, i * outs, outs).reshape({outs, -1}),
+                             cols.narrow(1, i * rows, rows)));
+    }
+    out = cat(parts, 1);
+  }
+  out = out.view({N, O, g.out_h, g.out_w});
+  return bias.defined() ? out + bias.view({1, O, 1, 1}) : out;
+}
+
+namespace {
+
+/// Each channel as its own one-channel image, unfolded: [N*C, kh*kw, L].
+Tensor channel_windows(const Tensor& input, const Im2ColGeometry& g, double pad_value) {
+  Im2ColGeometry one = g;
+  one.channels = 1;
+  return UnfoldFn::apply(input.reshape({-1, 1, g.height, g.width}), one, pad_value);
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride, Pair padding,
+                  Pair dilation) {
+  check_4d("max_pool2d", input);
+  for (int i = 0; i < 2; ++i) {
+    KILN_CHECK(padding[i] * 2 <= kernel_size[i], "pad should be at most half of effective kernel "
+               "size, but got pad=", padding[i], ", kernel_size=", kernel_size[i]);
+  }
+  const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), kernel_size, dilation, padding,
+                                                stride.value_or(kernel_size));
+  // Padding reads -inf so that it never wins the max; the gradient flows to the winner.
+  const Tensor windows = channel_windows(input, g, -INFINITY);
+  const Tensor best = std::get<0>(windows.max(1));
+  return best.view({input.sizes()[0], input.sizes()[1], g.out_h, g.out_w});
+}
+
+Tensor avg_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride, Pair padding,
+                  bool count_include_pad) {
+  check_4d("avg_pool2d", input);
+  const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), kernel_size, {1, 1}, padding,
+                                                stride.value_or(kernel_size));
+  const Tensor windows = channel_windows(input, g, 0.0);
+  Tensor avg;
+  if (count_include_pad || (padding[0] == 0 && padding[1] == 0)) {
+    avg = windows.mean(1);
+  } else {
+    // Divide by the number of real (non-padding) elements in each window.
+    const Tensor counts = channel_windows(ones({1, 1, g.height, g.width}, input.options()), g, 0.0).sum(1);
+    avg = windows.sum(1) / counts;
+  }
+  return avg.view({input.sizes()[0], input.sizes()[1], g.out_h, g.out_w});
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, Pair output_size) {
+  check_4d("adaptive_avg_pool2d", input);
+  const std::int64_t H = input.sizes()[2], W = input.sizes()[3];
+  KILN_CHECK(output_size[0] > 0 && output_size[1] > 0, "adaptive_avg_pool2d: output_size must be "
+             "positive, got (", output_size[0], ", ", output_size[1], ")");
+  // Adaptive pooling is linear: out = P_h x P_w^T, where row i of P averages input rows
+  // [floor(i*H/oh), ceil((i+1)*H/oh)) (PyTorch's window rule). Two matmuls, exact gradients.
+  auto pooling_matrix = [&](std::int64_t in, std::int64_t out) {
+    Tensor p = zeros({out, in}, TensorOptions().dtype(input.dtype()));
+    for (std::int64_t i = 0; i < out; ++i) {
+      const std::int64_t start = (i * in) / out;
+      const std::int64_t end = ((i + 1) * in + out - 1) / out;
+      p.narrow(0, i, 1).narrow(1, start, end - start).fill_(1.0 / static_cast<double>(end - start));
+    }
+    return p.to(input.device());
+  };
+  const Tensor ph = pooling_matrix(H, output_size[0]);
+  const Tensor pw = pooling_matrix(W, output_size[1]);
+  return matmul(matmul(ph, input), pw.t());
+}
+
+}  // namespace kiln

@@ -1,0 +1,124 @@
+// autograd/functions/linalg.cpp — mm and bmm as Functions; matmul, addmm and linear as
+// composites of them. The CPU kernel maps transposed operands in place, so the backward
+// formulas' transposes (grad @ b^T, a^T @ grad) never copy.
+// Read next: autograd/functions/view.cpp.
+#include "autograd/functions/linalg.h"
+
+#include "autograd/function.h"
+#include "core/ops/linalg.h"
+
+namespace kiln {
+
+namespace {
+
+using autograd::Context;
+using autograd::Function;
+
+struct MmFn : Function<MmFn> {
+  static constexpr const char* name = "MmBackward0";
+  static Tensor forward(Context<MmFn>& ctx, const Tensor& a, const Tensor& b) {
+    ctx.save_for_backward({ctx.needs_input_grad(1) ? a : Tensor(), ctx.needs_input_grad(0) ? b : Tensor()});
+    return ops::mm(a, b);
+  }
+  // C = A B  =>  dA = dC B^T,  dB = A^T dC
+  static TensorList backward(Context<MmFn>& ctx, const TensorList& g) {
+    const TensorList s = ctx.get_saved_variables();
+    Tensor ga, gb;
+    if (ctx.needs_input_grad(0)) ga = g[0].mm(s[1].t());
+    if (ctx.needs_input_grad(1)) gb = s[0].t().mm(g[0]);
+    return {ga, gb};
+  }
+};
+
+struct BmmFn : Function<BmmFn> {
+  static constexpr const char* name = "BmmBackward0";
+  static Tensor forward(Context<BmmFn>& ctx, const Tensor& a, const Tensor& b) {
+    ctx.save_for_backward({ctx.needs_input_grad(1) ? a : Tensor(), ctx.needs_input_grad(0) ? b : Tensor()});
+    return ops::bmm(a, b);
+  }
+  // per batch: dA = dC B^T,  dB = A^T dC
+  static TensorList backward(Context<BmmFn>& ctx, const TensorList& g) {
+    const TensorList s = ctx.get_saved_variables();
+    Tensor ga, gb;
+    if (ctx.needs_input_grad(0)) ga = g[0].bmm(s[1].transpose(1, 2));
+    if (ctx.needs_input_grad(1)) gb = s[0].transpose(1, 2).bmm(g[0]);
+    return {ga, gb};
+  }
+};
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) { return MmFn::apply(a, b); }
+Tensor bmm(const Tensor& a, const Tensor& b) { return BmmFn::apply(a, b); }
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() > 0 && b.dim() > 0, "both arguments to matmul need to be at least 1D, but they are ",
+             a.dim(), "D and ", b.dim(), "D");
+  if (a.dim() == 1 && b.dim() == 1) {
+    KILN_CHECK(a.numel() == b.numel(), "inconsistent tensor size, expected tensor [", a.numel(),
+               "] and src [", b.numel(), "] to have the same number of elements, but got ",
+               a.numel(), " and ", b.numel(), " elements respectively");
+    return (a * b).sum();
+  }
+  if (a.dim() == 2 && b.dim() == 1) return mm(a, b.unsqueeze(1)).squeeze(1);
+  if (a.dim() == 1 && b.dim() == 2) return mm(a.unsqueeze(0), b).squeeze(0);
+  if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
+  if (a.dim() >= 3 && b.dim() <= 2) {
+    // [..., n, k] @ [k, m]: fold the batch into the rows, one GEMM.
+    const Tensor rhs = b.dim() == 1 ? b.unsqueeze(1) : b;
+    const std::int64_t k = a.sizes().back();
+    KILN_CHECK(k == rhs.sizes()[0], msg::mm_shapes({a.numel() / k, k}, rhs.sizes()));
+    Shape out_shape = a.sizes().vec();
+    out_shape.back() = rhs.sizes()[1];
+    Tensor out = mm(a.reshape({-1, k}), rhs).view(out_shape);
+    return b.dim() == 1 ? out.squeeze(-1) : out;
+  }
+  // General batched case: broadcast the batch dims, then one bmm.
+  const Tensor lhs = a.dim() == 1 ? a.unsqueeze(0) : a;
+  const Tensor rhs = b.dim() == 1 ? b.unsqueeze(1) : b;
+  const std::int64_t n = lhs.sizes()[lhs.dim() - 2], k = lhs.sizes().back();
+  const std::int64_t k2 = rhs.sizes()[rhs.dim() - 2], m = rhs.sizes().back();
+  KILN_CHECK(k == k2, "Expected size for first two dimensions of batch2 tensor to be: [", k,
+             "] but got: [", k2, "].");
+  const Shape batch = broadcast_shapes(lhs.sizes().slice(0, static_cast<std::size_t>(lhs.dim() - 2)),
+                                       rhs.sizes().slice(0, static_cast<std::size_t>(rhs.dim() - 2)));
+  Shape lhs_shape = batch, rhs_shape = batch, out_shape = batch;
+  lhs_shape.insert(lhs_shape.end(), {n, k});
+  rhs_shape.insert(rhs_shape.end(), {k, m});
+  out_shape.insert(out_shape.end(), {n, m});
+  // Expanded batch dims have stride 0 and the bmm kernel reads them in place.
+  Tensor out = bmm(lhs.expand(lhs_shape).reshape({-1, n, k}), rhs.expand(rhs_shape).reshape({-1, k, m}))
+                   .view(out_shape);
+  if (a.dim() == 1) out = out.squeeze(-2);
+  if (b.dim() == 1) out = out.squeeze(-1);
+  return out;
+}
+
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+             const Scalar& alpha) {
+  Tensor product = mm(mat1, mat2);
+  if (alpha.to_double() != 1.0) product = product * alpha;
+  if (beta.to_double() == 0.0) return product;  // PyTorch ignores self (even NaN) when beta = 0
+  return beta.to_double() == 1.0 ? self + product : self * beta + product;
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  KILN_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ",
+             weight.sizes());
+  KILN_CHECK(input.dim() >= 1 && input.sizes().back() == weight.sizes()[1],
+             msg::mm_shapes({input.numel() / std::max<std::int64_t>(input.sizes().back(), 1),
+                             input.sizes().back()},
+                            {weight.sizes()[1], weight.sizes()[0]}));
+  Tensor out = matmul(input, weight.t());
+  return bias.defined() ? out + bias : out;
+}
+
+Tensor Tensor::matmul(const Tensor& other) const { return kiln::matmul(*this, other); }
+Tensor Tensor::mm(const Tensor& other) const { return MmFn::apply(*this, other); }
+Tensor Tensor::bmm(const Tensor& other) const { return BmmFn::apply(*this, other); }
+Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+                     const Scalar& alpha) const {
+  return kiln::addmm(*this, mat1, mat2, beta, alpha);
+}
+
+}  // namespace kiln

@@ -1,0 +1,71 @@
+// autograd/functions/nn.h — the neural-network primitives as differentiable functions:
+// activations, losses, dropout, embedding, normalisation, convolution and pooling. nn/
+// wraps them in modules; nn::functional re-exports them under PyTorch's names.
+// Read next: autograd/functions/nn.cpp, autograd/functions/conv.cpp.
+#pragma once
+
+#include <array>
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+enum class Reduction { None, Mean, Sum };
+
+Tensor softmax(const Tensor& x, std::int64_t dim);
+Tensor log_softmax(const Tensor& x, std::int64_t dim);
+Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim = false);
+
+/// Cross-entropy of logits `input` [N, C] (or [C], or [N, C, d1, ...]) against class indices
+/// (Int64 [N]) or class probabilities (same shape as input). label_smoothing mixes the target
+/// with the uniform distribution, as PyTorch does.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                     std::int64_t ignore_index = -100, Reduction reduction = Reduction::Mean,
+                     double label_smoothing = 0.0);
+/// Negative log-likelihood of log-probabilities `input` at class indices `target`.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                std::int64_t ignore_index = -100, Reduction reduction = Reduction::Mean);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+/// Sigmoid + binary cross-entropy in one numerically stable expression.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight = {}, const Tensor& pos_weight = {},
+                                        Reduction reduction = Reduction::Mean);
+
+/// Zeroes each element with probability p and scales the rest by 1/(1-p) (when training).
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+/// Rows of `weight` [num_embeddings, dim] at `indices`; the padding row gets no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices,
+                 std::optional<std::int64_t> padding_idx = std::nullopt);
+
+/// Batch normalisation over all dims but 1. In training, normalises with the batch's
+/// statistics and updates running_mean/running_var in place (when given) with `momentum`;
+/// in evaluation, uses the running statistics.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                  double eps = 1e-5);
+/// Normalises over the last dims given by `normalized_shape`.
+Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+using Pair = std::array<std::int64_t, 2>;
+
+/// 2-D convolution of [N, C, H, W] with weight [O, C/groups, kh, kw].
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+              Pair stride = {1, 1}, Pair padding = {0, 0}, Pair dilation = {1, 1},
+              std::int64_t groups = 1);
+/// stride defaults to the kernel size, as in PyTorch.
+Tensor max_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride = std::nullopt,
+                  Pair padding = {0, 0}, Pair dilation = {1, 1});
+Tensor avg_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride = std::nullopt,
+                  Pair padding = {0, 0}, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& input, Pair output_size);
+/// im2col: [N, C, H, W] -> [N, C*kh*kw, L] (PyTorch's F.unfold).
+Tensor unfold(const Tensor& input, Pair kernel_size, Pair dilation = {1, 1}, Pair padding = {0, 0},
+              Pair stride = {1, 1});
+/// col2im: [N, C*kh*kw, L] -> [N, C, H, W], summing overlaps (PyTorch's F.fold).
+Tensor fold(const Tensor& input, Pair output_size, Pair kernel_size, Pair dilation = {1, 1},
+            Pair padding = {0, 0}, Pair stride = {1, 1});
+
+}  // namespace kiln

@@ -1,0 +1,238 @@
+// autograd/functions/reduce.cpp — differentiable reductions. sum, prod, amax/amin, max/min
+// along a dim and the 2-norm are Functions; mean, var, std, logsumexp, softmax and
+// log_softmax are composites of them and get their gradients for free.
+// Read next: autograd/functions/linalg.cpp.
+#include "autograd/functions/reduce.h"
+
+#include <cmath>
+
+#include "autograd/function.h"
+#include "core/creation.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
+
+namespace kiln {
+
+namespace {
+
+using autograd::Context;
+using autograd::Function;
+
+/// Re-inserts the reduced dims (size 1) so a keepdim=false result broadcasts against the input.
+Tensor unsqueeze_reduced(const Tensor& t, IntArrayRef input_sizes, IntArrayRef wrapped_dims,
+                         bool keepdim) {
+  if (keepdim) return t;
+  return t.reshape(ops::reduced_shape(input_sizes, wrapped_dims, true));
+}
+
+struct SumFn : Function<SumFn> {
+  static constexpr const char* name = "SumBackward1";
+  struct Saved { Shape sizes, dims; bool keepdim; };
+  static Tensor forward(Context<SumFn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim,
+                        std::optional<DType> dtype) {
+    ctx.saved = {x.sizes().vec(), wrap_dims(dims, x.dim()), keepdim};
+    return ops::sum(x, dims, keepdim, dtype);
+  }
+  // d(sum x)/dx_i = 1: the gradient is broadcast back over the reduced dims
+  static TensorList backward(Context<SumFn>& ctx, const TensorList& g) {
+    const auto& s = ctx.saved;
+    return {unsqueeze_reduced(g[0], s.sizes, s.dims, s.keepdim).expand(s.sizes)};
+  }
+};
+
+struct ProdFn : Function<ProdFn> {
+  static constexpr const char* name = "ProdBackward1";
+  struct Saved { Shape dims; bool keepdim; };
+  static Tensor forward(Context<ProdFn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim,
+                        std::optional<DType> dtype) {
+    ctx.saved = {wrap_dims(dims, x.dim()), keepdim};
+    ctx.save_for_backward({x});
+    return ops::prod(x, dims, keepdim, dtype);
+  }
+  // d(prod x)/dx_i = prod_{j != i} x_j. Dividing the product by x_i fails at zeros, so:
+  // with no zero in a slice it is prod / x_i; with exactly one zero only that position gets
+  // the product of the others; with two or more zeros every partial product is 0.
+  static TensorList backward(Context<ProdFn>& ctx, const TensorList& g) {
+    const Tensor x = ctx.get_saved_variables()[0];
+    const auto& s = ctx.saved;
+    const Tensor grad = unsqueeze_reduced(g[0], x.sizes(), s.dims, s.keepdim);
+    const Tensor is_zero = x == 0;
+    const Tensor nonzero = where(is_zero, 1.0, x);
+    const Tensor prod_nonzero = ProdFn::apply(nonzero, IntArrayRef(s.dims), true, std::optional<DType>());
+    const Tensor zeros_count = is_zero.sum(s.dims, true);
+    const Tensor others = where(zeros_count == 0, prod_nonzero / nonzero,
+                                where((zeros_count == 1) & is_zero, prod_nonzero, 0.0));
+    return {grad * others};
+  }
+};
+
+template <bool IsMax>
+struct AmaxFn : Function<AmaxFn<IsMax>> {
+  static constexpr const char* name = IsMax ? "AmaxBackward0" : "AminBackward0";
+  struct Saved { Shape dims; bool keepdim; };
+  static Tensor forward(Context<AmaxFn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim) {
+    ctx.saved = {wrap_dims(dims, x.dim()), keepdim};
+    Tensor y = IsMax ? ops::amax(x, dims, keepdim) : ops::amin(x, dims, keepdim);
+    ctx.save_for_backward({x, y});
+    return y;
+  }
+  // the gradient is shared evenly between all elements equal to the extreme
+  static TensorList backward(Context<AmaxFn>& ctx, const TensorList& g) {
+    const TensorList s = ctx.get_saved_variables();
+    const auto& d = ctx.saved;
+    const Tensor y = unsqueeze_reduced(s[1], s[0].sizes(), d.dims, d.keepdim);
+    const Tensor grad = unsqueeze_reduced(g[0], s[0].sizes(), d.dims, d.keepdim);
+    const Tensor mask = s[0] == y;
+    return {grad * mask / mask.sum(d.dims, true)};
+  }
+};
+
+template <bool IsMax>
+struct MaxDimFn : Function<MaxDimFn<IsMax>> {
+  static constexpr const char* name = IsMax ? "MaxBackward0" : "MinBackward0";
+  struct Saved { Shape sizes; std::int64_t dim; bool keepdim; };
+  static TensorList forward(Context<MaxDimFn>& ctx, const Tensor& x, std::int64_t dim, bool keepdim) {
+    const std::int64_t d = wrap_dim(dim, x.dim());
+    ctx.saved = {x.sizes().vec(), d, keepdim};
+    auto [values, indices] = IsMax ? ops::max_dim(x, d, keepdim) : ops::min_dim(x, d, keepdim);
+    ctx.save_for_backward({indices});
+    return {values, indices};
+  }
+  // the gradient goes to the one index that was picked
+  static TensorList backward(Context<MaxDimFn>& ctx, const TensorList& g) {
+    const auto& s = ctx.saved;
+    const Tensor idx = ctx.get_saved_variables()[0];
+    if (s.sizes.empty()) return {g[0]};
+    const Tensor grad = s.keepdim ? g[0] : g[0].unsqueeze(s.dim);
+    const Tensor index = s.keepdim ? idx : idx.unsqueeze(s.dim);
+    return {zeros(s.sizes, g[0].options()).scatter(s.dim, index, grad)};
+  }
+};
+
+struct Norm2Fn : Function<Norm2Fn> {
+  static constexpr const char* name = "NormBackward1";
+  struct Saved { Shape dims; bool keepdim; };
+  static Tensor forward(Context<Norm2Fn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim) {
+    ctx.saved = {wrap_dims(dims, x.dim()), keepdim};
+    Tensor y = ops::unary(UnaryOp::Sqrt, ops::sum(ops::binary(BinaryOp::Mul, x, x), dims, keepdim));
+    ctx.save_for_backward({x, y});
+    return y;
+  }
+  // d ||x||/dx = x / ||x||, taken as 0 where the norm is 0 (PyTorch's subgradient)
+  static TensorList backward(Context<Norm2Fn>& ctx, const TensorList& g) {
+    const TensorList s = ctx.get_saved_variables();
+    const auto& d = ctx.saved;
+    const Tensor y = unsqueeze_reduced(s[1], s[0].sizes(), d.dims, d.keepdim);
+    const Tensor grad = unsqueeze_reduced(g[0], s[0].sizes(), d.dims, d.keepdim);
+    return {where(y == 0, 0.0, grad * s[0] / y)};
+  }
+};
+
+std::int64_t reduced_numel(const Tensor& x, IntArrayRef dims) {
+  std::int64_t n = 1;
+  for (auto d : wrap_dims(dims, x.dim())) n *= x.sizes()[d];
+  return n;
+}
+
+}  // namespace
+
+Tensor sum_to(const Tensor& grad, IntArrayRef shape) {
+  if (grad.sizes() == shape) return grad;
+  const std::int64_t lead = grad.dim() - static_cast<std::int64_t>(shape.size());
+  KILN_CHECK(lead >= 0, "sum_to: cannot sum a tensor of shape ", grad.sizes(), " to ", shape);
+  Shape dims;
+  for (std::int64_t d = 0; d < lead; ++d) dims.push_back(d);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const std::int64_t d = lead + static_cast<std::int64_t>(i);
+    if (shape[i] == 1 && grad.sizes()[d] != 1) dims.push_back(d);
+  }
+  if (dims.empty()) return grad.reshape(shape);
+  return grad.sum(dims, true).reshape(shape);
+}
+
+// --- Tensor methods -----------------------------------------------------------------------------
+
+Tensor Tensor::sum(std::optional<DType> dtype) const { return SumFn::apply(*this, IntArrayRef{}, false, dtype); }
+Tensor Tensor::sum(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) const {
+  return SumFn::apply(*this, dims, keepdim, dtype);
+}
+
+Tensor Tensor::mean(std::optional<DType> dtype) const { return mean({}, false, dtype); }
+Tensor Tensor::mean(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) const {
+  const DType t = dtype.value_or(this->dtype());
+  KILN_CHECK_TYPE(kiln::is_floating_point(t), "mean(): could not infer output dtype. Input dtype must be "
+                  "either a floating point or complex dtype. Got: ", scalar_type_name(t));
+  // mean = sum / N: a composite, so its gradient (1/N everywhere) comes from sum and div.
+  return sum(dims, keepdim, t) / static_cast<double>(reduced_numel(*this, dims));
+}
+
+Tensor Tensor::prod(std::optional<DType> dtype) const { return ProdFn::apply(*this, IntArrayRef{}, false, dtype); }
+Tensor Tensor::prod(std::int64_t dim, bool keepdim, std::optional<DType> dtype) const {
+  return ProdFn::apply(*this, IntArrayRef(dim), keepdim, dtype);
+}
+
+Tensor Tensor::max() const { return AmaxFn<true>::apply(*this, IntArrayRef{}, false); }
+Tensor Tensor::min() const { return AmaxFn<false>::apply(*this, IntArrayRef{}, false); }
+std::tuple<Tensor, Tensor> Tensor::max(std::int64_t dim, bool keepdim) const {
+  TensorList r = MaxDimFn<true>::apply(*this, dim, keepdim);
+  return {r[0], r[1]};
+}
+std::tuple<Tensor, Tensor> Tensor::min(std::int64_t dim, bool keepdim) const {
+  TensorList r = MaxDimFn<false>::apply(*this, dim, keepdim);
+  return {r[0], r[1]};
+}
+Tensor Tensor::amax(IntArrayRef dims, bool keepdim) const { return AmaxFn<true>::apply(*this, dims, keepdim); }
+Tensor Tensor::amin(IntArrayRef dims, bool keepdim) const { return AmaxFn<false>::apply(*this, dims, keepdim); }
+Tensor Tensor::argmax(std::optional<std::int64_t> dim, bool keepdim) const { return ops::argmax(*this, dim, keepdim); }
+Tensor Tensor::argmin(std::optional<std::int64_t> dim, bool keepdim) const { return ops::argmin(*this, dim, keepdim); }
+
+Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim) const {
+  KILN_CHECK_TYPE(is_floating_point(), "var(): input dtype should be floating point, but got ",
+                  scalar_type_name(dtype()));
+  // var = sum((x - mean)^2) / (N - correction), as a composite (two passes, stable).
+  const std::int64_t n = reduced_numel(*this, dims);
+  const Tensor centered = *this - mean(dims, true);
+  const double denom = static_cast<double>(std::max<std::int64_t>(n - (unbiased ? 1 : 0), 0));
+  return (centered * centered).sum(dims, keepdim) / denom;
+}
+Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim) const {
+  return var(dims, unbiased, keepdim).sqrt();
+}
+
+Tensor Tensor::norm(const Scalar& p) const { return norm(p, {}, false); }
+Tensor Tensor::norm(const Scalar& p, IntArrayRef dims, bool keepdim) const {
+  KILN_CHECK_TYPE(is_floating_point(), "linalg.vector_norm: Expected a floating point tensor as "
+                  "input. Got ", scalar_type_name(dtype()));
+  const double order = p.to_double();
+  if (order == 2.0) return Norm2Fn::apply(*this, dims, keepdim);
+  if (order == 1.0) return abs().sum(dims, keepdim);
+  if (std::isinf(order)) return order > 0 ? abs().amax(dims, keepdim) : abs().amin(dims, keepdim);
+  KILN_CHECK_VALUE(order > 0, "norm: only positive orders are supported, got ", order);
+  return abs().pow(order).sum(dims, keepdim).pow(1.0 / order);
+}
+
+Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim) const {
+  // log sum exp(x) = m + log sum exp(x - m) with m = max(x): no overflow. m is detached: the
+  // result does not depend on it mathematically, so its gradient is zero anyway. Where the
+  // max is infinite it is replaced by 0 so that inf - inf does not make a NaN.
+  const Tensor x = is_floating_point() ? *this : to(default_dtype());
+  Tensor m = x.detach().amax(dims, true);
+  m = where(m.abs() == INFINITY, 0.0, m);
+  Tensor out = (x - m).exp().sum(dims, true).log() + m;
+  return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), wrap_dims(dims, x.dim()), false));
+}
+
+Tensor Tensor::softmax(std::int64_t dim) const {
+  // exp(x - max) / sum: the max is detached (softmax is shift-invariant, so its gradient
+  // through the max is zero) and keeps exp from overflowing.
+  const Tensor x = is_floating_point() ? *this : to(default_dtype());
+  const Tensor e = (x - x.detach().amax(dim, true)).exp();
+  return e / e.sum(dim, true);
+}
+
+Tensor Tensor::log_softmax(std::int64_t dim) const {
+  const Tensor x = is_floating_point() ? *this : to(default_dtype());
+  return x - x.logsumexp(dim, true);
+}
+
+}  // namespace kiln

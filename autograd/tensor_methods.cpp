@@ -1,0 +1,85 @@
+// autograd/tensor_methods.cpp — the Tensor methods that belong to autograd: .grad,
+// retain_grad, hooks, detach and as_leaf. See Note [Layering] in core/tensor.h.
+// Read next: autograd/engine.h.
+#include <mutex>
+
+#include "autograd/node.h"
+#include "core/autograd_meta.h"
+
+namespace kiln {
+
+namespace {
+const Tensor& undefined_tensor() {
+  static const Tensor undefined;
+  return undefined;
+}
+}  // namespace
+
+const Tensor& Tensor::grad() const {
+  AutogradMeta* meta = checked().autograd_meta_if_exists();
+  return meta ? meta->grad : undefined_tensor();
+}
+
+Tensor& Tensor::mutable_grad() const { return impl_->autograd_meta().grad; }
+
+void Tensor::retain_grad() const {
+  KILN_CHECK(requires_grad(), "can't retain_grad on Tensor that has requires_grad=False");
+  if (is_leaf()) return;  // leaves keep .grad anyway
+  AutogradMeta& meta = impl_->autograd_meta();
+  if (meta.retains_grad) return;
+  meta.retains_grad = true;
+  std::weak_ptr<TensorImpl> weak = impl_;
+  grad_fn()->add_pre_hook(output_nr(), [weak](const Tensor& g) -> Tensor {
+    if (auto impl = weak.lock()) {
+      AutogradMeta& m = impl->autograd_meta();
+      std::lock_guard<std::mutex> lock(m.mutex);
+      // Kept out of the graph: the retained gradient is a value, like a leaf's.
+      m.grad = m.grad.defined() ? m.grad + g.detach() : g.detach().clone();
+    }
+    return {};
+  });
+}
+
+bool Tensor::retains_grad() const {
+  const AutogradMeta* meta = checked().autograd_meta_if_exists();
+  return meta != nullptr && meta->retains_grad;
+}
+
+HookHandle Tensor::register_hook(GradHook hook) const {
+  KILN_CHECK(requires_grad(), "cannot register a hook on a tensor that doesn't require gradient");
+  if (!is_leaf()) {
+    const std::weak_ptr<autograd::Node> node = grad_fn();
+    const int id = grad_fn()->add_pre_hook(output_nr(), std::move(hook));
+    return HookHandle([node, id] {
+      if (auto n = node.lock()) n->remove_pre_hook(id);
+    });
+  }
+  AutogradMeta& meta = impl_->autograd_meta();
+  std::lock_guard<std::mutex> lock(meta.mutex);
+  const int id = meta.next_hook_id++;
+  meta.hooks.emplace_back(id, std::move(hook));
+  std::weak_ptr<TensorImpl> weak = impl_;
+  return HookHandle([weak, id] {
+    if (auto impl = weak.lock()) {
+      AutogradMeta& m = impl->autograd_meta();
+      std::lock_guard<std::mutex> l(m.mutex);
+      std::erase_if(m.hooks, [id](const auto& h) { return h.first == id; });
+    }
+  });
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl& t = checked();
+  return Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes().vec(), t.strides().vec(),
+                                             t.storage_offset(), t.dtype(), AutogradTerms{},
+                                             Provenance{TensorOrigin::Detached, "detach()", {}}));
+}
+
+Tensor Tensor::as_leaf(bool requires_grad) const {
+  const TensorImpl& t = checked();
+  return Tensor(std::make_shared<TensorImpl>(
+      t.storage(), t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.dtype(),
+      AutogradTerms{requires_grad, nullptr, 0}, Provenance{TensorOrigin::Detached, "as_leaf()", {}}));
+}
+
+}  // namespace kiln

@@ -1,0 +1,40 @@
+// tests/support/test_util.h — assertions for tensors: values, shapes, and error messages.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kiln.h"
+
+namespace kiln::testing {
+
+/// The elements of `t` in row-major order, as doubles (any dtype, any device, any strides).
+std::vector<double> values(const Tensor& t);
+
+/// Passes when `actual` holds `expected` (row-major) within `tol` (absolute + relative).
+::testing::AssertionResult values_near(const Tensor& actual, const std::vector<double>& expected,
+                                       double tol = 1e-6);
+/// Passes when two tensors have equal shapes and values within `tol`.
+::testing::AssertionResult tensors_near(const Tensor& actual, const Tensor& expected, double tol = 1e-6);
+
+/// The message of the kiln::Error `fn` throws (fails the test if it throws nothing).
+template <class E = Error, class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.message();
+  }
+  ADD_FAILURE() << "expected an exception, none was thrown";
+  return "";
+}
+
+}  // namespace kiln::testing
+
+/// EXPECT_ERROR(expr, "substring"): expr throws a kiln::Error whose message contains substring.
+#define EXPECT_ERROR(statement, substring)                                              \
+  EXPECT_NE(::kiln::testing::error_of([&] { (void)(statement); }).find(substring),     \
+            std::string::npos)                                                          \
+      << "message: " << ::kiln::testing::error_of([&] { (void)(statement); })
