@@ -54,7 +54,8 @@ void check_blob_dtype(DType buffer, const TensorOptions& options);
 
 template <class T>
 struct Nested {
-  std::vector<T> values;
+  // bool is stored as one byte 0/1 (its in-memory form), since std::vector<bool> packs bits.
+  std::vector<std::conditional_t<std::is_same_v<T, bool>, std::uint8_t, T>> values;
   Shape shape;
 };
 

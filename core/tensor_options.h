@@ -7,6 +7,7 @@
 // own type for from_blob/as_tensor). Read next: core/creation.h.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 
 #include "core/device.h"
@@ -19,7 +20,10 @@ class TensorOptions {
   TensorOptions() = default;
   TensorOptions(DType t) : dtype_(t) {}     // NOLINT: implicit, zeros({2}, kDouble)
   TensorOptions(Device d) : device_(d) {}   // NOLINT: implicit, zeros({2}, kMeta)
-  TensorOptions(const char* device) : device_(Device(device)) {}  // NOLINT: zeros({2}, "meta")
+  /// A device string literal: zeros({2}, "meta"). (A template on the array so that a literal
+  /// 0 does not convert here as a null pointer.)
+  template <std::size_t N>
+  TensorOptions(const char (&device)[N]) : device_(Device(device)) {}  // NOLINT: implicit
 
   TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; return o; }
   TensorOptions dtype(std::optional<DType> t) const { auto o = *this; o.dtype_ = t; return o; }

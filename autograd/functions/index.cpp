@@ -138,12 +138,15 @@ Tensor one_hot(const Tensor& indices, std::int64_t num_classes) {
                   "one_hot is only applicable to index tensor of type LongTensor.");
   if (num_classes == -1) {
     KILN_CHECK(indices.numel() > 0, "Can not infer total number of classes from empty tensor.");
+    KILN_CHECK(!indices.is_meta(), "one_hot: num_classes must be given for meta tensors (there are "
+               "no values to infer it from)");
     num_classes = ops::amax(indices, {}, false).item<std::int64_t>() + 1;
   }
-  KILN_CHECK(indices.numel() == 0 || ops::amin(indices, {}, false).item<std::int64_t>() >= 0,
-             "Class values must be non-negative.");
-  KILN_CHECK(indices.numel() == 0 || ops::amax(indices, {}, false).item<std::int64_t>() < num_classes,
-             "Class values must be smaller than num_classes.");
+  if (indices.numel() > 0 && !indices.is_meta()) {
+    KILN_CHECK(ops::amin(indices, {}, false).item<std::int64_t>() >= 0, "Class values must be non-negative.");
+    KILN_CHECK(ops::amax(indices, {}, false).item<std::int64_t>() < num_classes,
+               "Class values must be smaller than num_classes.");
+  }
   // indices[..., None] == arange(C): a Bool mask, returned as Int64 like PyTorch.
   return (indices.unsqueeze(-1) == arange(num_classes, TensorOptions().device(indices.device())))
       .to(DType::Int64);

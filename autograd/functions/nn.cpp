@@ -5,6 +5,7 @@
 // Read next: autograd/functions/conv.cpp.
 #include "autograd/functions/nn.h"
 
+#include "autograd/functions/float_math.h"
 #include "autograd/functions/index.h"
 #include "autograd/grad_mode.h"
 #include "core/creation.h"
@@ -232,9 +233,9 @@ Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tenso
   }
   Shape dims;
   for (std::int64_t d = input.dim() - n; d < input.dim(); ++d) dims.push_back(d);
-  const Tensor mean = input.mean(dims, true);
-  const Tensor var = input.var(dims, false, true);
-  Tensor out = (input - mean) / (var + eps).sqrt();
+  Tensor out = in_float_math(input, [&](const Tensor& x) {
+    return (x - x.mean(dims, true)) / (x.var(dims, false, true) + eps).sqrt();
+  });
   if (weight.defined()) out = out * weight;
   if (bias.defined()) out = out + bias;
   return out;

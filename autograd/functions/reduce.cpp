@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "autograd/function.h"
+#include "autograd/functions/float_math.h"
 #include "core/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
@@ -49,19 +50,23 @@ struct ProdFn : Function<ProdFn> {
     ctx.save_for_backward({x});
     return ops::prod(x, dims, keepdim, dtype);
   }
-  // d(prod x)/dx_i = prod_{j != i} x_j. Dividing the product by x_i fails at zeros, so:
-  // with no zero in a slice it is prod / x_i; with exactly one zero only that position gets
-  // the product of the others; with two or more zeros every partial product is 0.
+  // d(prod x)/dx_i = prod_{j != i} x_j. Dividing the product by x_i fails at zeros, so per
+  // slice, with P = the product of the nonzero elements:
+  //   no zero:        P / x_i
+  //   one zero (x_k): P at k; 0 elsewhere, written as x_k * P / x_i so that its own
+  //                   derivative with respect to x_k (P / x_i) is right for double backward
+  //   two or more:    0 (first derivative exact; its derivative is not: a known limit)
   static TensorList backward(Context<ProdFn>& ctx, const TensorList& g) {
     const Tensor x = ctx.get_saved_variables()[0];
     const auto& s = ctx.saved;
     const Tensor grad = unsqueeze_reduced(g[0], x.sizes(), s.dims, s.keepdim);
     const Tensor is_zero = x == 0;
     const Tensor nonzero = where(is_zero, 1.0, x);
-    const Tensor prod_nonzero = ProdFn::apply(nonzero, IntArrayRef(s.dims), true, std::optional<DType>());
+    const Tensor p = ProdFn::apply(nonzero, IntArrayRef(s.dims), true, std::optional<DType>());
     const Tensor zeros_count = is_zero.sum(s.dims, true);
-    const Tensor others = where(zeros_count == 0, prod_nonzero / nonzero,
-                                where((zeros_count == 1) & is_zero, prod_nonzero, 0.0));
+    const Tensor the_zero = (x * is_zero).sum(s.dims, true);  // value 0, derivative 1 at x_k
+    const Tensor one_zero = where(is_zero, p, the_zero * p / nonzero);
+    const Tensor others = where(zeros_count == 0, p / nonzero, where(zeros_count == 1, one_zero, 0.0));
     return {grad * others};
   }
 };
@@ -191,9 +196,11 @@ Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim) const {
                   scalar_type_name(dtype()));
   // var = sum((x - mean)^2) / (N - correction), as a composite (two passes, stable).
   const std::int64_t n = reduced_numel(*this, dims);
-  const Tensor centered = *this - mean(dims, true);
   const double denom = static_cast<double>(std::max<std::int64_t>(n - (unbiased ? 1 : 0), 0));
-  return (centered * centered).sum(dims, keepdim) / denom;
+  return in_float_math(*this, [&](const Tensor& x) {
+    const Tensor centered = x - x.mean(dims, true);
+    return (centered * centered).sum(dims, keepdim) / denom;
+  });
 }
 Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim) const {
   return var(dims, unbiased, keepdim).sqrt();
@@ -212,27 +219,31 @@ Tensor Tensor::norm(const Scalar& p, IntArrayRef dims, bool keepdim) const {
 }
 
 Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim) const {
-  // log sum exp(x) = m + log sum exp(x - m) with m = max(x): no overflow. m is detached: the
-  // result does not depend on it mathematically, so its gradient is zero anyway. Where the
-  // max is infinite it is replaced by 0 so that inf - inf does not make a NaN.
-  const Tensor x = is_floating_point() ? *this : to(default_dtype());
-  Tensor m = x.detach().amax(dims, true);
-  m = where(m.abs() == INFINITY, 0.0, m);
-  Tensor out = (x - m).exp().sum(dims, true).log() + m;
-  return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), wrap_dims(dims, x.dim()), false));
+  const Tensor input = is_floating_point() ? *this : to(default_dtype());
+  return in_float_math(input, [&](const Tensor& x) {
+    // log sum exp(x) = m + log sum exp(x - m) with m = max(x): no overflow. m is detached: the
+    // result does not depend on it mathematically, so its gradient is zero anyway. Where the
+    // max is infinite it is replaced by 0 so that inf - inf does not make a NaN.
+    Tensor m = x.detach().amax(dims, true);
+    m = where(m.abs() == INFINITY, 0.0, m);
+    Tensor out = (x - m).exp().sum(dims, true).log() + m;
+    return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), wrap_dims(dims, x.dim()), false));
+  });
 }
 
 Tensor Tensor::softmax(std::int64_t dim) const {
-  // exp(x - max) / sum: the max is detached (softmax is shift-invariant, so its gradient
-  // through the max is zero) and keeps exp from overflowing.
-  const Tensor x = is_floating_point() ? *this : to(default_dtype());
-  const Tensor e = (x - x.detach().amax(dim, true)).exp();
-  return e / e.sum(dim, true);
+  const Tensor input = is_floating_point() ? *this : to(default_dtype());
+  return in_float_math(input, [&](const Tensor& x) {
+    // exp(x - max) / sum: the max is detached (softmax is shift-invariant, so its gradient
+    // through the max is zero) and keeps exp from overflowing.
+    const Tensor e = (x - x.detach().amax(dim, true)).exp();
+    return e / e.sum(dim, true);
+  });
 }
 
 Tensor Tensor::log_softmax(std::int64_t dim) const {
-  const Tensor x = is_floating_point() ? *this : to(default_dtype());
-  return x - x.logsumexp(dim, true);
+  const Tensor input = is_floating_point() ? *this : to(default_dtype());
+  return in_float_math(input, [&](const Tensor& x) { return x - x.logsumexp(dim, true); });
 }
 
 }  // namespace kiln
