@@ -57,12 +57,12 @@ std::string to_dot(const TensorList& roots) {
       const Tensor& leaf = acc->variable();
       const AutogradMeta* meta = leaf.impl()->autograd_meta_if_exists();
       const std::string name = meta && !meta->name.empty() ? meta->name : "leaf";
-      label = name + "\\n" + shape_text(leaf);
+      label = escape(name) + "\\n" + escape(shape_text(leaf));
       style = ", style=filled, fillcolor=\"#add8e6\"";
     } else {
-      for (const std::string& s : n->saved_summary()) label += "\\nsaved: " + s;
+      for (const std::string& s : n->saved_summary()) label += "\\nsaved: " + escape(s);
     }
-    os << "  n" << id << " [label=\"" << escape(label) << "\"" << style << "];\n";
+    os << "  n" << id << " [label=\"" << label << "\"" << style << "];\n";
     for (const Edge& e : n->next_edges()) {
       if (e.is_valid()) os << "  n" << id << " -> n" << id_of(e.function) << ";\n";
     }
