@@ -47,12 +47,23 @@ struct SavedData<F> {
   using type = typename F::Saved;
 };
 
-inline void collect_inputs(std::vector<const Tensor*>& out, const Tensor& t) { out.push_back(&t); }
-inline void collect_inputs(std::vector<const Tensor*>& out, const TensorList& ts) {
+using InputList = SmallVector<const Tensor*, 6>;
+
+inline void collect_inputs(InputList& out, const Tensor& t) { out.push_back(&t); }
+inline void collect_inputs(InputList& out, const TensorList& ts) {
   for (const Tensor& t : ts) out.push_back(&t);
 }
 template <class T>
-void collect_inputs(std::vector<const Tensor*>&, const T&) {}
+void collect_inputs(InputList&, const T&) {}
+
+inline bool requires_grad_of(const Tensor& t) { return t.defined() && t.requires_grad(); }
+inline bool requires_grad_of(const TensorList& ts) {
+  return std::any_of(ts.begin(), ts.end(), [](const Tensor& t) { return requires_grad_of(t); });
+}
+template <class T>
+bool requires_grad_of(const T&) {
+  return false;
+}
 
 /// A new handle to the same memory and geometry as `raw`, with autograd terms.
 Tensor with_history(const Tensor& raw, const std::shared_ptr<Node>& node, std::uint32_t output_nr);
@@ -82,11 +93,12 @@ class Context {
   /// True when input `i` (counting tensor arguments in order, list elements one by one)
   /// needs a gradient.
   bool needs_input_grad(std::size_t i) const { return i < needs_.size() && needs_[i]; }
+  using NeedsMask = SmallVector<bool, 8>;
   /// True while recording: the forward may skip work only backward needs.
   bool recording() const { return recording_; }
 
   // --- used by Function::apply and CppNode ---------------------------------------------------
-  void begin(Node* owner, std::vector<bool> needs) {
+  void begin(Node* owner, NeedsMask needs) {
     owner_ = owner;
     needs_ = std::move(needs);
     recording_ = true;
@@ -109,7 +121,7 @@ class Context {
  private:
   bool recording_ = false;
   Node* owner_ = nullptr;
-  std::vector<bool> needs_;
+  NeedsMask needs_;
   TensorList pending_;
   std::vector<SavedVariable> saved_variables_;
 };
@@ -157,11 +169,7 @@ Tensor CppNode<F>::zero_grad(std::size_t i) const {
 
 /// Marks outputs computed under NoGradGuard from inputs that required grad (for explain()).
 template <class Result>
-void note_if_grad_was_off(const std::vector<const Tensor*>& inputs, const Result& out) {
-  const bool any = std::any_of(inputs.begin(), inputs.end(), [](const Tensor* t) {
-    return t->defined() && t->requires_grad();
-  });
-  if (!any) return;
+void note_made_without_grad(const Result& out) {
   if constexpr (std::is_same_v<Result, Tensor>) {
     if (out.defined()) out.impl()->note_made_without_grad();
   } else {
@@ -179,21 +187,19 @@ struct Function {
     using Result = decltype(Derived::forward(std::declval<Context<Derived>&>(), args...));
     static_assert(std::is_same_v<Result, Tensor> || std::is_same_v<Result, TensorList>,
                   "forward must return a Tensor or a TensorList");
-    std::vector<const Tensor*> inputs;
-    (detail::collect_inputs(inputs, args), ...);
-    const bool record = is_grad_enabled() &&
-                        std::any_of(inputs.begin(), inputs.end(), [](const Tensor* t) {
-                          return t->defined() && t->requires_grad();
-                        });
-    if (!record) {
+    // The common, unrecorded case decides without building anything.
+    const bool any_requires_grad = (detail::requires_grad_of(args) || ...);
+    if (!any_requires_grad || !is_grad_enabled()) {
       Context<Derived> ctx;
       Result out = Derived::forward(ctx, args...);
-      if (!is_grad_enabled()) note_if_grad_was_off(inputs, out);
+      if (any_requires_grad) note_made_without_grad(out);
       return out;
     }
+    detail::InputList inputs;
+    (detail::collect_inputs(inputs, args), ...);
     auto node = std::make_shared<CppNode<Derived>>();
     std::vector<Edge> edges;
-    std::vector<bool> needs;
+    typename Context<Derived>::NeedsMask needs;
     edges.reserve(inputs.size());
     for (const Tensor* t : inputs) {
       edges.push_back(gradient_edge(*t));

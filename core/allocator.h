@@ -1,6 +1,6 @@
 // core/allocator.h — where bytes come from. DataPtr is one allocation plus the function that
 // gives it back; Allocator hands out DataPtrs for one kind of memory. The CPU allocator is
-// 64-byte aligned and caches large blocks (see Note [CPU caching allocator]); CUDA device
+// 64-byte aligned and caches freed blocks (see Note [CPU caching allocator]); CUDA device
 // and pinned host memory come from core/cuda/.
 // Read next: core/storage.h (a DataPtr plus its size, device and provenance).
 #pragma once
@@ -70,10 +70,10 @@ inline constexpr std::size_t kCpuAlignment = 64;
 struct CpuAllocatorStats {
   std::int64_t allocated_bytes = 0;       // in use by tensors now
   std::int64_t peak_allocated_bytes = 0;  // high-water mark of allocated_bytes
-  std::int64_t cached_bytes = 0;          // freed large blocks kept for reuse
+  std::int64_t cached_bytes = 0;          // freed blocks kept for reuse
   std::int64_t allocations = 0;           // every allocate() call
-  std::int64_t cache_hits = 0;            // large requests served from the cache
-  std::int64_t cache_misses = 0;          // large requests that needed fresh memory
+  std::int64_t cache_hits = 0;            // requests served from the cache
+  std::int64_t cache_misses = 0;          // requests that needed fresh memory
   std::int64_t cache_evictions = 0;       // cached blocks given back to the system
 };
 

@@ -11,7 +11,13 @@
 #include <span>
 #include <vector>
 
+#include "core/small_vector.h"
+
 namespace kiln {
+
+/// The shape (or strides) of a tensor, owned. Up to 6 dims live inline (see
+/// core/small_vector.h for why this matters).
+using Shape = SmallVector<std::int64_t, 6>;
 
 class IntArrayRef {
  public:
@@ -20,6 +26,8 @@ class IntArrayRef {
   constexpr IntArrayRef(const std::initializer_list<std::int64_t>& list)  // NOLINT: implicit
       : data_(list.size() == 0 ? nullptr : std::data(list)), size_(list.size()) {}
   IntArrayRef(const std::vector<std::int64_t>& v)  // NOLINT: implicit
+      : data_(v.data()), size_(v.size()) {}
+  IntArrayRef(const Shape& v)  // NOLINT: implicit
       : data_(v.data()), size_(v.size()) {}
   constexpr IntArrayRef(std::span<const std::int64_t> s)  // NOLINT: implicit
       : data_(s.data()), size_(s.size()) {}
@@ -34,7 +42,7 @@ class IntArrayRef {
   constexpr const std::int64_t* end() const { return data_ + size_; }
   constexpr std::int64_t operator[](std::size_t i) const { return data_[i]; }
   constexpr std::int64_t back() const { return data_[size_ - 1]; }
-  std::vector<std::int64_t> vec() const { return {begin(), end()}; }
+  Shape vec() const { return Shape(begin(), end()); }
   constexpr IntArrayRef slice(std::size_t start, std::size_t len) const {
     return {data_ + start, len};
   }
@@ -50,9 +58,6 @@ class IntArrayRef {
   const std::int64_t* data_ = nullptr;
   std::size_t size_ = 0;
 };
-
-/// The shape of a tensor, owned. Small shapes are the common case; a vector keeps it simple.
-using Shape = std::vector<std::int64_t>;
 
 /// Prints "[2, 3]".
 std::ostream& operator<<(std::ostream& os, IntArrayRef a);

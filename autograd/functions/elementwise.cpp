@@ -191,7 +191,7 @@ struct AddFn : Function<AddFn> {
   static constexpr const char* name = "AddBackward0";
   struct Saved { Shape a, b; Scalar alpha; };
   static Tensor forward(Context<AddFn>& ctx, const Tensor& a, const Tensor& b, const Scalar& alpha) {
-    ctx.saved = {a.sizes().vec(), b.sizes().vec(), alpha};
+    if (ctx.recording()) ctx.saved = {a.sizes().vec(), b.sizes().vec(), alpha};
     const bool unit = alpha.to_double() == 1.0;
     return ops::binary(BinaryOp::Add, a, unit ? b : ops::binary(BinaryOp::Mul, b, wrap(alpha)));
   }
@@ -209,7 +209,7 @@ struct SubFn : Function<SubFn> {
   static constexpr const char* name = "SubBackward0";
   struct Saved { Shape a, b; Scalar alpha; };
   static Tensor forward(Context<SubFn>& ctx, const Tensor& a, const Tensor& b, const Scalar& alpha) {
-    ctx.saved = {a.sizes().vec(), b.sizes().vec(), alpha};
+    if (ctx.recording()) ctx.saved = {a.sizes().vec(), b.sizes().vec(), alpha};
     const bool unit = alpha.to_double() == 1.0;
     return ops::binary(BinaryOp::Sub, a, unit ? b : ops::binary(BinaryOp::Mul, b, wrap(alpha)));
   }

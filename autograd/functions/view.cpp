@@ -137,7 +137,7 @@ struct SliceFn : Function<SliceFn>, SubsetView<SliceFn> {
   static Tensor forward(Context<SliceFn>& ctx, const Tensor& x, std::int64_t dim,
                         std::optional<std::int64_t> start, std::optional<std::int64_t> end,
                         std::int64_t step) {
-    ctx.saved = {x.sizes().vec(), [=](const Tensor& t) { return t.slice(dim, start, end, step); }};
+    if (ctx.recording()) ctx.saved = {x.sizes().vec(), [=](const Tensor& t) { return t.slice(dim, start, end, step); }};
     return ops::slice(x, dim, start, end, step);
   }
 };
@@ -147,7 +147,7 @@ struct SelectFn : Function<SelectFn>, SubsetView<SelectFn> {
   using SubsetView<SelectFn>::Saved;
   using SubsetView<SelectFn>::backward;
   static Tensor forward(Context<SelectFn>& ctx, const Tensor& x, std::int64_t dim, std::int64_t index) {
-    ctx.saved = {x.sizes().vec(), [=](const Tensor& t) { return t.select(dim, index); }};
+    if (ctx.recording()) ctx.saved = {x.sizes().vec(), [=](const Tensor& t) { return t.select(dim, index); }};
     return ops::select(x, dim, index);
   }
 };
@@ -158,7 +158,7 @@ struct NarrowFn : Function<NarrowFn>, SubsetView<NarrowFn> {
   using SubsetView<NarrowFn>::backward;
   static Tensor forward(Context<NarrowFn>& ctx, const Tensor& x, std::int64_t dim,
                         std::int64_t start, std::int64_t length) {
-    ctx.saved = {x.sizes().vec(), [=](const Tensor& t) { return t.narrow(dim, start, length); }};
+    if (ctx.recording()) ctx.saved = {x.sizes().vec(), [=](const Tensor& t) { return t.narrow(dim, start, length); }};
     return ops::narrow(x, dim, start, length);
   }
 };
@@ -169,7 +169,7 @@ struct DiagonalFn : Function<DiagonalFn>, SubsetView<DiagonalFn> {
   using SubsetView<DiagonalFn>::backward;
   static Tensor forward(Context<DiagonalFn>& ctx, const Tensor& x, std::int64_t offset,
                         std::int64_t d1, std::int64_t d2) {
-    ctx.saved = {x.sizes().vec(), [=](const Tensor& t) { return t.diagonal(offset, d1, d2); }};
+    if (ctx.recording()) ctx.saved = {x.sizes().vec(), [=](const Tensor& t) { return t.diagonal(offset, d1, d2); }};
     return ops::diagonal(x, offset, d1, d2);
   }
 };

@@ -16,7 +16,8 @@ std::string kernel_name(BinaryOp op) { return std::string(op_name(op)) + "_cpu";
 
 template <BinaryOp Op, class F, class Types>
 void binary_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
-  dispatch_dtype<Types>(a.dtype(), kernel_name(Op).c_str(), [&]<typename T>() {
+  static const std::string name = kernel_name(Op);  // built once per kernel, not per call
+  dispatch_dtype<Types>(a.dtype(), name.c_str(), [&]<typename T>() {
     using M = OpMath<T>;
     if constexpr (is_comparison(Op) || is_logical(Op)) {
       cpu_map<bool, T, T>(

@@ -119,8 +119,8 @@ bool is_dense(const std::vector<std::int64_t>& sizes, const std::vector<std::int
 template <ReduceOp Op, template <class> class Reducer, class Types>
 void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
   constexpr const char* kNames[] = {"sum_cpu", "prod_cpu", "amax_cpu", "amin_cpu"};
-  const std::string name = kNames[static_cast<int>(Op)];
-  dispatch_dtype<Types>(in.dtype(), name.c_str(), [&]<typename T>() {
+  const char* name = kNames[static_cast<int>(Op)];
+  dispatch_dtype<Types>(in.dtype(), name, [&]<typename T>() {
     using R = Reducer<T>;
     T* o = out.data_ptr<T>();
     const Plan plan = make_plan(in, dims);
@@ -177,8 +177,8 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
     std::vector<std::int64_t> sizes = plan.kept_sizes, strides = plan.kept_strides;
     sizes.insert(sizes.end(), plan.red_sizes.begin(), plan.red_sizes.end());
     strides.insert(strides.end(), plan.red_strides.begin(), plan.red_strides.end());
-    const Tensor packed = ops::empty_output(sizes, in.dtype(), kCPU, name.c_str());
-    copy_kernel(packed, ops::make_view(in, sizes, strides, in.storage_offset(), name.c_str()));
+    const Tensor packed = ops::empty_output(sizes, in.dtype(), kCPU, name);
+    copy_kernel(packed, ops::make_view(in, sizes, strides, in.storage_offset(), name));
     const T* px = packed.data_ptr<T>();
     parallel_for(0, K, std::max<std::int64_t>(1, kGrainSize / N), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) o[i] = static_cast<T>(reduce_block<Op, R>(px + i * N, N));

@@ -37,7 +37,8 @@ std::string kernel_name(UnaryOp op) { return std::string(op_name(op)) + "_cpu"; 
 
 template <UnaryOp Op, class F, class Types>
 void unary_kernel(const Tensor& out, const Tensor& in) {
-  dispatch_dtype<Types>(in.dtype(), kernel_name(Op).c_str(), [&]<typename T>() {
+  static const std::string name = kernel_name(Op);  // built once per kernel, not per call
+  dispatch_dtype<Types>(in.dtype(), name.c_str(), [&]<typename T>() {
     if constexpr (kHasEigenForm<Op, T>) {
       if (out.is_contiguous() && in.is_contiguous()) {
         T* o = out.data_ptr<T>();

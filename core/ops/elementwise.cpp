@@ -11,14 +11,14 @@
 namespace kiln {
 
 const char* op_name(UnaryOp op) {
-  constexpr const char* names[] = {"neg",  "exp",     "log",  "sqrt", "rsqrt", "abs",       "sign",
+  static constexpr const char* names[] = {"neg",  "exp",     "log",  "sqrt", "rsqrt", "abs",       "sign",
                                    "relu", "sigmoid", "tanh", "gelu", "erf",   "reciprocal"};
   static_assert(std::size(names) == static_cast<std::size_t>(UnaryOp::kCount));
   return names[static_cast<int>(op)];
 }
 
 const char* op_name(BinaryOp op) {
-  constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+  static constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
                                    "ne",  "lt",  "le",  "gt",  "ge",  "logical_and",
                                    "logical_or", "logical_xor"};
   static_assert(std::size(names) == static_cast<std::size_t>(BinaryOp::kCount));

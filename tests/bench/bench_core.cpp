@@ -1,0 +1,134 @@
+// tests/bench/bench_core.cpp — the core's hot paths beside their baselines:
+//   creation paths (tensor copy, from_blob, as_tensor) vs memcpy into warm memory;
+//   elementwise add vs memcpy (bytes moved per second);
+//   the fixed cost of a 1-element op, with and without autograd recording.
+// Run: build/tests/bench/bench_core [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+// --- creation paths ---------------------------------------------------------------------------
+
+void BM_Memcpy(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), n * sizeof(float));
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
+}
+BENCHMARK(BM_Memcpy)->RangeMultiplier(10)->Range(1000, 10'000'000);
+
+void BM_TensorCopy(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<float> src(n, 1.0f);
+  for (auto _ : state) {
+    Tensor t = tensor(src);
+    benchmark::DoNotOptimize(t.raw_data_ptr());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
+}
+BENCHMARK(BM_TensorCopy)->RangeMultiplier(10)->Range(1000, 10'000'000);
+
+void BM_FromBlob(benchmark::State& state) {
+  const auto n = static_cast<std::int64_t>(state.range(0));
+  auto src = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n), 1.0f);
+  for (auto _ : state) {
+    Tensor t = from_blob(src->data(), {n}, src);
+    benchmark::DoNotOptimize(t.raw_data_ptr());
+  }
+}
+BENCHMARK(BM_FromBlob)->RangeMultiplier(10)->Range(1000, 10'000'000);
+
+void BM_AsTensorSharedVector(benchmark::State& state) {
+  auto src = std::make_shared<std::vector<float>>(static_cast<std::size_t>(state.range(0)), 1.0f);
+  for (auto _ : state) {
+    Tensor t = as_tensor(src);
+    benchmark::DoNotOptimize(t.raw_data_ptr());
+  }
+}
+BENCHMARK(BM_AsTensorSharedVector)->RangeMultiplier(10)->Range(1000, 10'000'000);
+
+void BM_AsTensorSameTensor(benchmark::State& state) {
+  Tensor x = ones({state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(as_tensor(x).raw_data_ptr());
+}
+BENCHMARK(BM_AsTensorSameTensor)->Arg(1000)->Arg(10'000'000);
+
+void BM_Empty(benchmark::State& state) {
+  for (auto _ : state) {
+    Tensor t = empty({state.range(0)});
+    benchmark::DoNotOptimize(t.raw_data_ptr());
+  }
+}
+BENCHMARK(BM_Empty)->Arg(1)->Arg(1000);
+
+// --- elementwise ------------------------------------------------------------------------------
+
+void BM_AddMemcpyBaseline(benchmark::State& state) {
+  // add reads two arrays and writes one: the baseline moves the same 3n floats with memcpy.
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n), d(n);
+  for (auto _ : state) {
+    std::memcpy(c.data(), a.data(), n * sizeof(float));
+    std::memcpy(d.data(), b.data(), n * sizeof(float) / 2);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::DoNotOptimize(d.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 3 * n * sizeof(float)));
+}
+BENCHMARK(BM_AddMemcpyBaseline)->Arg(10'000'000)->UseRealTime();
+
+void BM_Add(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  Tensor a = ones({n}), b = ones({n});
+  for (auto _ : state) {
+    Tensor c = a + b;
+    benchmark::DoNotOptimize(c.raw_data_ptr());
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * n * static_cast<std::int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_Add)->Arg(1000)->Arg(1'000'000)->Arg(10'000'000)->UseRealTime();
+
+void BM_AddBroadcastRow(benchmark::State& state) {
+  Tensor a = ones({1000, 1000}), b = ones({1000});
+  for (auto _ : state) {
+    Tensor c = a + b;
+    benchmark::DoNotOptimize(c.raw_data_ptr());
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * 1'000'000 * static_cast<std::int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_AddBroadcastRow)->UseRealTime();
+
+// --- per-op overhead ----------------------------------------------------------------------------
+
+void BM_OneElementAdd(benchmark::State& state) {
+  Tensor a = ones({1}), b = ones({1});
+  for (auto _ : state) benchmark::DoNotOptimize((a + b).raw_data_ptr());
+}
+BENCHMARK(BM_OneElementAdd);
+
+void BM_OneElementAddRecorded(benchmark::State& state) {
+  Tensor a = ones({1}, requires_grad()), b = ones({1});
+  for (auto _ : state) benchmark::DoNotOptimize((a + b).raw_data_ptr());
+}
+BENCHMARK(BM_OneElementAddRecorded);
+
+void BM_AddSumBackward(benchmark::State& state) {
+  Tensor a = ones({1}, requires_grad()), b = ones({1}, requires_grad());
+  for (auto _ : state) {
+    (a + b).sum().backward();
+  }
+}
+BENCHMARK(BM_AddSumBackward);
+
+}  // namespace
