@@ -150,7 +150,9 @@ class CppNode final : public Node {
   void release_variables() override { ctx.release(); }
   std::vector<std::string> saved_summary() const override {
     std::vector<std::string> out;
-    for (const SavedVariable& s : ctx.saved_variables()) out.push_back(s.summary());
+    for (const SavedVariable& s : ctx.saved_variables()) {
+      if (s.defined()) out.push_back(s.summary());
+    }
     return out;
   }
 
