@@ -15,10 +15,7 @@ namespace {
 /// it with its creation provenance and requires_grad term.
 Tensor new_tensor(IntArrayRef sizes, DType dtype, const TensorOptions& options, SourceSite site,
                   const char* api, MemoryOrigin origin = MemoryOrigin::Allocated) {
-  for (auto s : sizes) {
-    KILN_CHECK_VALUE(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", sizes);
-  }
-  const auto nbytes = static_cast<std::size_t>(compute_numel(sizes)) * itemsize(dtype);
+  const std::size_t nbytes = storage_nbytes(sizes, itemsize(dtype));
   auto storage = Storage::allocate(nbytes, options.device(), options.pinned_memory(),
                                    {origin, api, site});
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes.vec(),
@@ -61,17 +58,18 @@ Tensor tensor_from_memory(void* data, DType dtype, IntArrayRef sizes,
                           std::optional<IntArrayRef> strides, std::shared_ptr<void> owner,
                           MemoryOrigin origin, const TensorOptions& options, SourceSite site,
                           const char* api) {
-  for (auto s : sizes) {
-    KILN_CHECK_VALUE(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", sizes);
-  }
+  if (!strides) storage_nbytes(sizes, itemsize(dtype));  // validates the shape
   const Shape st = strides ? strides->vec() : contiguous_strides(sizes);
   KILN_CHECK_VALUE(st.size() == sizes.size(), api, ": sizes ", sizes, " and strides ",
                    IntArrayRef(st), " must have the same length");
   std::int64_t extent = compute_numel(sizes) == 0 ? 0 : 1;
   for (std::size_t d = 0; d < sizes.size() && extent > 0; ++d) {
-    KILN_CHECK_VALUE(st[d] >= 0, api, ": negative strides are not supported (got ",
-                     IntArrayRef(st), ")");
-    extent += (sizes[d] - 1) * st[d];
+    KILN_CHECK_VALUE(st[d] >= 0 && sizes[d] >= 0, api, ": negative sizes or strides are not "
+                     "supported (got sizes ", sizes, ", strides ", IntArrayRef(st), ")");
+    std::int64_t reach = 0;
+    KILN_CHECK_VALUE(!__builtin_mul_overflow(sizes[d] - 1, st[d], &reach) &&
+                         !__builtin_add_overflow(extent, reach, &extent),
+                     api, ": sizes ", sizes, " and strides ", IntArrayRef(st), " overflow");
   }
   KILN_CHECK_VALUE(data != nullptr || extent == 0, api, ": data pointer is null");
   KILN_CHECK(!options.pinned_memory(), api,

@@ -24,6 +24,21 @@ std::int64_t compute_numel(IntArrayRef sizes) {
   return n;
 }
 
+std::size_t storage_nbytes(IntArrayRef sizes, std::size_t itemsize) {
+  std::int64_t extent = 1;  // product of max(size, 1): what the strides reach
+  std::int64_t numel = 1;
+  bool ok = true;
+  for (auto s : sizes) {
+    KILN_CHECK_VALUE(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", sizes);
+    ok = ok && !__builtin_mul_overflow(extent, std::max<std::int64_t>(s, 1), &extent);
+    numel *= s == 0 ? 0 : 1;
+  }
+  std::int64_t bytes = 0;
+  ok = ok && !__builtin_mul_overflow(extent, static_cast<std::int64_t>(itemsize), &bytes);
+  KILN_CHECK_VALUE(ok, "Storage size calculation overflowed with sizes=", sizes);
+  return numel == 0 ? 0 : static_cast<std::size_t>(bytes);
+}
+
 bool compute_is_contiguous(IntArrayRef sizes, IntArrayRef strides) {
   if (compute_numel(sizes) == 0) return true;
   std::int64_t expected = 1;

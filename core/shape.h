@@ -3,6 +3,7 @@
 // Read next: core/ops/view.h (views built on these rules).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
@@ -14,6 +15,10 @@ namespace kiln {
 Shape contiguous_strides(IntArrayRef sizes);
 /// Product of sizes (1 for a 0-d tensor).
 std::int64_t compute_numel(IntArrayRef sizes);
+/// Bytes a contiguous tensor of these sizes needs, or PyTorch's "Storage size calculation
+/// overflowed with sizes=[...]" when the shape cannot exist (checked in 64 bits, including the
+/// strides of an empty tensor, whose dims still multiply).
+std::size_t storage_nbytes(IntArrayRef sizes, std::size_t itemsize);
 /// PyTorch's rule: size-1 dims may have any stride; an empty tensor is contiguous.
 bool compute_is_contiguous(IntArrayRef sizes, IntArrayRef strides);
 

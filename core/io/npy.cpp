@@ -167,6 +167,10 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes) {
   else bad("malformed fortran_order in header");
   h.shape = parse_shape(value_after(header, "shape"));
   h.data_offset = start + header_len;
+  std::int64_t extent = 1;  // the strides of even an empty array must fit in 64 bits
+  for (auto s : h.shape) {
+    if (__builtin_mul_overflow(extent, std::max<std::int64_t>(s, 1), &extent)) bad("shape is too large");
+  }
   const std::uint64_t need = checked_nbytes(h.shape, h.dtype);
   const std::uint64_t have = bytes.size() - h.data_offset;
   if (need != have) {

@@ -4,8 +4,7 @@
 namespace kiln::ops {
 
 Tensor empty_output(IntArrayRef sizes, DType dtype, Device device, const char* op) {
-  for (auto s : sizes) KILN_CHECK_VALUE(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", sizes);
-  const auto nbytes = static_cast<std::size_t>(compute_numel(sizes)) * itemsize(dtype);
+  const std::size_t nbytes = storage_nbytes(sizes, itemsize(dtype));
   auto storage = Storage::allocate(nbytes, device, false, {MemoryOrigin::Allocated, op, {}});
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes.vec(),
                                              contiguous_strides(sizes), 0, dtype, AutogradTerms{},

@@ -136,3 +136,12 @@ TEST(Npy, BrokenFilesGiveClearErrors) {
   EXPECT_ERROR(load_npy("/nonexistent/x.npy"), "load_npy: cannot open '/nonexistent/x.npy'");
   std::remove(path.c_str());
 }
+
+TEST(Npy, EmptyArraysWithHugeDimsAreRejectedNotOverflowed) {
+  // Found by fuzz_npy: zero elements pass the size check, but the other dims' strides overflow.
+  const std::string path = temp_path("huge_empty");
+  write_file(path, npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (0, 888888888864, 555555554), }", ""));
+  EXPECT_ERROR(load_npy(path), "shape is too large");
+  std::remove(path.c_str());
+  EXPECT_ERROR(empty({0, std::int64_t{1} << 40, std::int64_t{1} << 40}), "Storage size calculation overflowed");
+}
