@@ -31,3 +31,5 @@
 #include "autograd/gradcheck.h"
 #include "autograd/grad_mode.h"
 #include "autograd/graph.h"
+
+#include "nn/nn.h"

@@ -27,6 +27,10 @@ struct AutogradMeta {
   int next_hook_id = 0;
   /// A name for graphs and messages, e.g. "fc1.weight" (set when a module registers it).
   std::string name;
+  /// Set when nn::Module::to() replaced this parameter with a tensor on another device or of
+  /// another dtype: holders of the old tensor (an optimizer) follow it. See Note [Moving
+  /// parameters] in nn/module.cpp.
+  Tensor successor;
   /// Guards `grad` and `hooks`: DataLoader workers and the engine may touch them concurrently.
   std::mutex mutex;
 };

@@ -52,8 +52,10 @@ T uniform_value(CpuGenerator& g, double from, double to) {
     return g.uniform_double() * (to - from) + from;
   } else {
     constexpr int digits = std::is_same_v<T, float> ? 24 : std::is_same_v<T, Eigen::half> ? 11 : 8;
+    // PyTorch computes in float with float bounds: (x * (to - from) + from).
     const float x = static_cast<float>(g.random() & ((1u << digits) - 1)) * (1.0f / (1u << digits));
-    return static_cast<T>(x * static_cast<float>(to - from) + static_cast<float>(from));
+    const float f = static_cast<float>(from), t = static_cast<float>(to);
+    return static_cast<T>(x * (t - f) + f);
   }
 }
 

@@ -126,7 +126,20 @@ Shape fortran_strides(const Shape& shape) {
   return strides;
 }
 
+/// A bool array may only hold bytes 0 and 1: anything else would be an invalid C++ bool.
+void check_bool_bytes(const NpyHeader& h, const std::uint8_t* data) {
+  if (h.dtype != DType::Bool) return;
+  const std::int64_t n = compute_numel(h.shape);
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (data[i] > 1) {
+      bad("bool data holds byte " + std::to_string(data[i]) + " at element " + std::to_string(i) +
+          "; a bool array holds only 0 and 1");
+    }
+  }
+}
+
 Tensor from_parsed(const NpyHeader& h, const std::uint8_t* data, SourceSite site) {
+  check_bool_bytes(h, data);
   // Read the bytes as the file laid them out, then give them the file's geometry.
   const std::int64_t n = compute_numel(h.shape);
   const Shape storage_shape = {n};
@@ -221,6 +234,7 @@ Tensor load_npy(const std::string& path, NpyLoadOptions options, std::source_loc
   const auto* bytes = static_cast<const std::uint8_t*>(mapping->address);
   const NpyHeader h = parse_npy_header({bytes, size});
   if (!options.mmap) return from_parsed(h, bytes + h.data_offset, loc);
+  check_bool_bytes(h, bytes + h.data_offset);
   void* data = static_cast<std::uint8_t*>(mapping->address) + h.data_offset;
   const Shape strides = h.fortran_order ? fortran_strides(h.shape) : contiguous_strides(h.shape);
   return detail::tensor_from_memory(data, h.dtype, h.shape, IntArrayRef(strides),

@@ -145,3 +145,12 @@ TEST(Npy, EmptyArraysWithHugeDimsAreRejectedNotOverflowed) {
   std::remove(path.c_str());
   EXPECT_ERROR(empty({0, std::int64_t{1} << 40, std::int64_t{1} << 40}), "Storage size calculation overflowed");
 }
+
+TEST(Npy, BoolBytesOtherThanZeroAndOneAreRejected) {
+  // Found by fuzz_npy: byte 64 in a bool array became an invalid C++ bool.
+  const std::string path = temp_path("bad_bool");
+  write_file(path, npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", std::string("\x01\x40", 2)));
+  EXPECT_ERROR(load_npy(path), "bool data holds byte 64 at element 1");
+  EXPECT_ERROR(load_npy(path, {.mmap = true}), "bool data holds byte 64 at element 1");
+  std::remove(path.c_str());
+}

@@ -1,0 +1,36 @@
+// nn/conv.h — Conv2d over [N, C, H, W], weight [out, in/groups, kh, kw], PyTorch's default
+// initialisation (kaiming_uniform_ with a = sqrt(5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
+// The convolution itself is unfold + GEMM (Note [Convolution as unfold + GEMM]).
+// Read next: nn/pooling.h.
+#pragma once
+
+#include "autograd/functions/nn.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+struct Conv2dOptions {
+  Pair stride{1, 1};
+  Pair padding{0, 0};
+  Pair dilation{1, 1};
+  std::int64_t groups = 1;
+  bool bias = true;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, Pair kernel_size, Conv2dOptions options = {});
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size, Conv2dOptions options = {})
+      : Conv2d(in_channels, out_channels, Pair{kernel_size, kernel_size}, options) {}
+  Tensor forward(const Tensor& input) override;
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  const std::int64_t in_channels, out_channels;
+  const Pair kernel_size;
+  const Conv2dOptions options;
+  Tensor& weight;
+  Tensor& bias;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,36 @@
+// nn/functional.h — kiln::nn::functional: the functional forms under PyTorch's
+// torch.nn.functional names (they are the same functions as in kiln::).
+#pragma once
+
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/index.h"
+#include "autograd/functions/linalg.h"
+#include "autograd/functions/nn.h"
+
+namespace kiln::nn::functional {
+
+using kiln::adaptive_avg_pool2d;
+using kiln::avg_pool2d;
+using kiln::batch_norm;
+using kiln::binary_cross_entropy_with_logits;
+using kiln::conv2d;
+using kiln::cross_entropy;
+using kiln::dropout;
+using kiln::embedding;
+using kiln::fold;
+using kiln::gelu;
+using kiln::l1_loss;
+using kiln::layer_norm;
+using kiln::linear;
+using kiln::log_softmax;
+using kiln::max_pool2d;
+using kiln::mse_loss;
+using kiln::nll_loss;
+using kiln::one_hot;
+using kiln::relu;
+using kiln::sigmoid;
+using kiln::softmax;
+using kiln::tanh;
+using kiln::unfold;
+
+}  // namespace kiln::nn::functional

@@ -1,0 +1,149 @@
+// nn/module.h — Module: the unit models are built from. A module *registers* its parameters,
+// buffers and submodules by name, and everything else (parameters() for the optimizer,
+// state_dict() for checkpoints, to() for devices, train()/eval()) walks what was registered.
+//
+//   struct Mlp : kiln::nn::Module {
+//     std::shared_ptr<kiln::nn::Linear> fc1, fc2;
+//     Mlp() : Module("Mlp") {
+//       fc1 = register_module("fc1", std::make_shared<kiln::nn::Linear>(784, 128));
+//       fc2 = register_module("fc2", std::make_shared<kiln::nn::Linear>(128, 10));
+//     }
+//     kiln::Tensor forward(const kiln::Tensor& x) override { return fc2->forward(fc1->forward(x).relu()); }
+//   };
+//
+// Registration is the only way a tensor becomes a parameter: a tensor a module merely holds
+// is invisible to parameters(), so the optimizer never updates it (the
+// `unregistered-parameter` failure case). See Note [Moving parameters] for to().
+// Read next: nn/linear.h, optim/optimizer.h.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln::nn {
+
+/// Named tensors in registration order (PyTorch's OrderedDict state_dict).
+class StateDict {
+ public:
+  using Entry = std::pair<std::string, Tensor>;
+  StateDict() = default;
+  StateDict(std::initializer_list<Entry> entries) : entries_(entries) {}
+
+  void insert(std::string name, Tensor t);
+  /// The tensor named `name`, or nullptr.
+  const Tensor* find(const std::string& name) const;
+  const Tensor& at(const std::string& name) const;
+  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  std::size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  auto begin() const { return entries_.begin(); }
+  auto end() const { return entries_.end(); }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+class Module {
+ public:
+  explicit Module(std::string type_name);
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// The single-input forward (Sequential calls it); modules with other signatures add their
+  /// own overloads. The default throws, naming the module type.
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  // --- registration ---------------------------------------------------------------------------
+  /// Registers `tensor` as parameter `name` and returns the module's own handle to it. The
+  /// parameter is a new leaf over the tensor's memory (zero-copy) with `requires_grad`. A
+  /// tensor with a grad_fn is refused: a parameter must be a leaf. An undefined tensor
+  /// registers an empty slot (like PyTorch's `register_parameter('bias', None)`).
+  Tensor& register_parameter(const std::string& name, const Tensor& tensor, bool requires_grad = true);
+  /// Registers state that is not trained (running statistics); persistent buffers are saved
+  /// in state_dict().
+  Tensor& register_buffer(const std::string& name, const Tensor& tensor, bool persistent = true);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+  // --- traversal (registration order, depth first, dotted names) --------------------------------
+  TensorList parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  TensorList buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
+    return children_;
+  }
+  /// This module and every descendant, depth first.
+  std::vector<Module*> modules();
+  std::vector<std::pair<std::string, Module*>> named_modules(const std::string& prefix = "");
+  /// Number of parameter elements (only those that require grad when `trainable_only`).
+  std::int64_t num_parameters(bool trainable_only = false) const;
+
+  // --- modes and state ---------------------------------------------------------------------------
+  /// Training mode (dropout active, batch norm uses batch statistics) for this module and all
+  /// descendants.
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  /// Sets every parameter's gradient to none (default) or to zeros.
+  void zero_grad(bool set_to_none = true);
+  /// Calls fn on this module and every descendant.
+  void apply(const std::function<void(Module&)>& fn);
+
+  /// Moves parameters and buffers to `device` and/or casts the floating ones to `dtype`.
+  /// See Note [Moving parameters].
+  Module& to(Device device);
+  Module& to(DType dtype);
+  Module& to(Device device, DType dtype);
+
+  /// Parameters and persistent buffers by dotted name.
+  StateDict state_dict() const;
+  /// Copies values from `dict` into this module's tensors (keeping their identity). With
+  /// `strict`, missing and unexpected keys are errors, in PyTorch's words.
+  void load_state_dict(const StateDict& dict, bool strict = true);
+
+  const std::string& type_name() const { return type_name_; }
+  /// The "in_features=784, out_features=512, bias=True" part of the printed tree.
+  virtual std::string extra_repr() const { return ""; }
+  /// The module tree printed like PyTorch's repr.
+  std::string repr(int indent = 0) const;
+
+ protected:
+  struct Slot {
+    std::string name;
+    std::unique_ptr<Tensor> tensor;  // heap-held so that references to it stay valid
+    bool persistent = true;
+  };
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void check_new_name(const std::string& name, const char* what) const;
+  void move_tensors(std::optional<Device> device, std::optional<DType> dtype);
+
+  std::string type_name_;
+  std::vector<Slot> parameters_;
+  std::vector<Slot> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+/// The tensor a parameter became after Module::to() replaced it (following the forwarding
+/// record), or the parameter itself. See Note [Moving parameters].
+Tensor current(const Tensor& parameter);
+
+}  // namespace kiln::nn
