@@ -33,3 +33,4 @@
 #include "autograd/graph.h"
 
 #include "nn/nn.h"
+#include "optim/optim.h"
