@@ -49,7 +49,7 @@ void arange_kernel(const Tensor& out, const Scalar& start, const Scalar& step) {
     const std::int64_t n = out.numel();
     if constexpr (std::is_integral_v<T>) {
       const std::int64_t s0 = start.to_int(), st = step.to_int();
-      for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(s0 + i * st);
+      for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(functors::wrapping_add(s0, functors::wrapping_mul(i, st)));
     } else {
       // Computed in double from the index (not by repeated addition) so that large ranges
       // do not drift.

@@ -78,7 +78,7 @@ void index_add_kernel(const Tensor& out, std::int64_t dim, const Tensor& index,
           T* orow = o + (outer * s.n + idx[i]) * s.inner;
           const T* srow = src + (outer * count + i) * s.inner;
           for (std::int64_t j = b; j < e; ++j) {
-            orow[j] = static_cast<T>(static_cast<OpMath<T>>(orow[j]) + static_cast<OpMath<T>>(srow[j]));
+            orow[j] = static_cast<T>(functors::wrapping_add(static_cast<OpMath<T>>(orow[j]), static_cast<OpMath<T>>(srow[j])));
           }
         }
       }
@@ -129,7 +129,7 @@ void scatter_kernel(const Tensor& out, std::int64_t dim, const Tensor& index, co
       for (std::int64_t j = 0; j < n; ++j) {
         T& dst = op[ip[j * is] * os];
         if (accumulate) {
-          dst = static_cast<T>(static_cast<OpMath<T>>(dst) + static_cast<OpMath<T>>(sp[j * ss]));
+          dst = static_cast<T>(functors::wrapping_add(static_cast<OpMath<T>>(dst), static_cast<OpMath<T>>(sp[j * ss])));
         } else {
           dst = sp[j * ss];
         }

@@ -34,13 +34,13 @@ template <class T>
 struct SumReducer {
   using Acc = AccType<T>;
   static Acc init() { return Acc(0); }
-  static Acc combine(Acc a, Acc v) { return a + v; }
+  static Acc combine(Acc a, Acc v) { return functors::wrapping_add(a, v); }
 };
 template <class T>
 struct ProdReducer {
   using Acc = AccType<T>;
   static Acc init() { return Acc(1); }
-  static Acc combine(Acc a, Acc v) { return a * v; }
+  static Acc combine(Acc a, Acc v) { return functors::wrapping_mul(a, v); }
 };
 template <class T>
 struct MaxReducer {
@@ -164,7 +164,7 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
           const T* row = x + r * K;
           for (std::int64_t k = b; k < e; ++k) {
             auto& a = acc[static_cast<std::size_t>(k - b)];
-            if constexpr (Op == ReduceOp::Sum) a += static_cast<Acc>(row[k]);
+            if constexpr (Op == ReduceOp::Sum) a = functors::wrapping_add(a, static_cast<Acc>(row[k]));
             else a = static_cast<Acc>(R::combine(static_cast<typename R::Acc>(a),
                                                  static_cast<typename R::Acc>(row[k])));
           }

@@ -40,7 +40,40 @@ KILN_HOST_DEVICE constexpr bool is_nan(T v) {
   else return false;
 }
 
-struct Neg { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return -a; } };
+// Note [Integer overflow]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Integer tensors wrap around on overflow, as in PyTorch and NumPy. Signed overflow is
+// undefined behaviour in C++, so signed integers are added, subtracted and multiplied as
+// their unsigned counterparts (two's complement: the same bits, but defined).
+template <class T>
+KILN_HOST_DEVICE constexpr T wrapping_add(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) >= sizeof(int)) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+template <class T>
+KILN_HOST_DEVICE constexpr T wrapping_sub(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) >= sizeof(int)) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return static_cast<T>(a - b);
+  }
+}
+template <class T>
+KILN_HOST_DEVICE constexpr T wrapping_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) >= sizeof(int)) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return static_cast<T>(a * b);
+  }
+}
+
+struct Neg { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return wrapping_sub(T(0), a); } };
 struct Exp { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::exp(a); } };
 struct Log { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::log(a); } };
 struct Sqrt { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::sqrt(a); } };
@@ -50,7 +83,7 @@ struct Rsqrt {
 struct Abs {
   template <class T> KILN_HOST_DEVICE T operator()(T a) const {
     if constexpr (std::is_unsigned_v<T>) return a;
-    else return a < T(0) ? T(-a) : a;
+    else return a < T(0) ? wrapping_sub(T(0), a) : a;
   }
 };
 struct Sign {
@@ -78,9 +111,9 @@ struct Reciprocal {
   template <class T> KILN_HOST_DEVICE T operator()(T a) const { return T(1) / a; }
 };
 
-struct Add { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a + b); } };
-struct Sub { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a - b); } };
-struct Mul { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a * b); } };
+struct Add { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return wrapping_add(a, b); } };
+struct Sub { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return wrapping_sub(a, b); } };
+struct Mul { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return wrapping_mul(a, b); } };
 struct Div { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a / b); } };
 struct Pow {
   template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const {
@@ -93,8 +126,8 @@ struct Pow {
       T result = 1;
       T base = a;
       for (T e = b; e > 0; e = static_cast<T>(e >> 1)) {
-        if (e & 1) result = static_cast<T>(result * base);
-        base = static_cast<T>(base * base);
+        if (e & 1) result = wrapping_mul(result, base);
+        base = wrapping_mul(base, base);
       }
       return result;
     }

@@ -1,6 +1,8 @@
 // tests/core/test_layout_and_errors.cpp — views share storage and version counters, reshape
 // copies only when it must, type promotion follows PyTorch, in-place ops bump versions, and
 // every error a user can cause speaks PyTorch's words (plus where the culprit was created).
+#include <limits>
+
 #include "support/test_util.h"
 
 using namespace kiln;
@@ -171,4 +173,14 @@ TEST(Devices, ParseAndPrint) {
   EXPECT_EQ(Device("cpu").str(), "cpu");
   EXPECT_ERROR(Device("gpu"), "Expected one of cpu, cuda, meta device type at start of device string: gpu");
   EXPECT_ERROR(Device("cuda:x"), "Invalid device string: 'cuda:x'");
+}
+
+TEST(IntegerArithmetic, WrapsOnOverflowLikePyTorch) {
+  // Found by fuzz_npy: summing arbitrary Int64 data overflowed (undefined behaviour in C++).
+  // Integers wrap, two's complement, as in PyTorch and NumPy (Note [Integer overflow]).
+  const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ((tensor({big}) + 1).item<std::int64_t>(), std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(tensor({big, big}).sum().item<std::int64_t>(), -2);
+  EXPECT_EQ((-tensor({std::numeric_limits<std::int64_t>::min()})).item<std::int64_t>(), std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(tensor({100}, kInt8).mul(2).item<std::int64_t>(), -56);
 }
