@@ -20,6 +20,7 @@
 #include "core/tensor_options.h"
 #include "core/threads.h"
 #include "core/type_promotion.h"
+#include "core/warning.h"
 
 #include "autograd/anomaly_mode.h"
 #include "autograd/engine.h"
@@ -34,3 +35,4 @@
 
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "data/data.h"

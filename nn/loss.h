@@ -10,7 +10,7 @@
 namespace kiln::nn {
 
 struct CrossEntropyLossOptions {
-  Tensor weight;
+  Tensor weight{};
   std::int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
   double label_smoothing = 0.0;
@@ -26,7 +26,7 @@ class CrossEntropyLoss : public Module {
 };
 
 struct NLLLossOptions {
-  Tensor weight;
+  Tensor weight{};
   std::int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
 };
@@ -57,8 +57,8 @@ class L1Loss : public Module {
 };
 
 struct BCEWithLogitsLossOptions {
-  Tensor weight;
-  Tensor pos_weight;
+  Tensor weight{};
+  Tensor pos_weight{};
   Reduction reduction = Reduction::Mean;
 };
 

@@ -1,0 +1,87 @@
+// data/dataloader.h — batches from a dataset: seeded shuffling, drop_last, worker threads
+// with bounded prefetch and ordered output, pinned batches for asynchronous copies.
+//
+//   kiln::data::DataLoader loader(dataset, {.batch_size = 128, .shuffle = true, .num_workers = 2});
+//   for (int epoch = 0; epoch < 10; ++epoch)
+//     for (const kiln::data::Example& batch : loader) train_step(batch.data, batch.target);
+//
+// Each `for` over the loader is one epoch (the shuffle changes with the epoch, reproducibly
+// from the seed). See Note [DataLoader workers].
+// Read next: data/mnist.h, examples/train_mlp.cpp.
+#pragma once
+
+#include <functional>
+#include <iterator>
+#include <memory>
+
+#include "data/dataset.h"
+
+namespace kiln::data {
+
+struct DataLoaderOptions {
+  std::size_t batch_size = 1;
+  bool shuffle = false;
+  std::uint64_t seed = 0;
+  bool drop_last = false;
+  /// 0 loads on the consumer's thread; otherwise this many worker threads.
+  std::size_t num_workers = 0;
+  /// Batches each worker may have loaded ahead of the consumer.
+  std::size_t prefetch_factor = 2;
+  /// Batches in page-locked memory, ready for to(cuda, non_blocking). Without CUDA this warns
+  /// once and carries on with ordinary memory.
+  bool pin_memory = false;
+  /// Builds a batch from its examples; empty means Dataset::get_batch (which stacks them).
+  std::function<Example(const std::vector<Example>&)> collate{};
+};
+
+/// What the last epoch looked like from the training loop's side.
+struct DataLoaderStats {
+  std::int64_t batches = 0;
+  double consumer_wait_seconds = 0.0;  // time the loop spent waiting for a batch
+  double mean_queue_depth = 0.0;       // batches already loaded when the loop asked
+  std::size_t max_queue_depth = 0;
+  bool pinned = false;                 // whether batches were in page-locked memory
+};
+
+class DataLoader {
+  class Run;
+
+ public:
+  DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options);
+
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Example;
+    using difference_type = std::ptrdiff_t;
+    Iterator() = default;
+    explicit Iterator(std::shared_ptr<Run> run);
+    const Example& operator*() const { return current_; }
+    const Example* operator->() const { return &current_; }
+    Iterator& operator++();
+    bool operator==(const Iterator& other) const { return done() == other.done(); }
+
+   private:
+    bool done() const { return run_ == nullptr; }
+    std::shared_ptr<Run> run_;
+    Example current_;
+  };
+
+  /// Starts the next epoch.
+  Iterator begin();
+  Iterator end() { return {}; }
+  /// Batches per epoch.
+  std::size_t size() const;
+  /// Statistics of the most recent epoch (updated as it runs).
+  DataLoaderStats stats() const;
+  std::int64_t epoch() const { return epoch_; }
+  const DataLoaderOptions& options() const { return options_; }
+
+ private:
+  std::shared_ptr<Dataset> dataset_;
+  DataLoaderOptions options_;
+  std::int64_t epoch_ = -1;
+  std::shared_ptr<DataLoaderStats> stats_;
+};
+
+}  // namespace kiln::data
