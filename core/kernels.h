@@ -28,6 +28,13 @@ struct Im2ColGeometry {
 
 enum class RandomKind : std::uint8_t { Uniform, Normal, IntRange, Bernoulli };
 
+/// The scalars of one Adam/AdamW update (see optim/adam.h for the rule).
+struct AdamStep {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  double bias_correction1 = 1.0, bias_correction2 = 1.0;
+  bool decoupled_weight_decay = false, amsgrad = false, maximize = false;
+};
+
 enum class ReduceOp : std::uint8_t { Sum, Prod, Amax, Amin, kCount };
 
 // out = op(in): same dtype, same shape.
@@ -71,6 +78,10 @@ using Im2ColKernel = void (*)(const Tensor& cols, const Tensor& input, const Im2
 using Col2ImKernel = void (*)(const Tensor& out, const Tensor& cols, const Im2ColGeometry& g);
 // Fills self with random values; a and b are the distribution's parameters.
 using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
+// One fused Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq with
+// amsgrad) in place; all contiguous, same shape and dtype.
+using AdamKernel = void (*)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                            const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamStep& step);
 
 /// Every kernel one backend provides.
 struct BackendKernels {
@@ -91,6 +102,7 @@ struct BackendKernels {
   Im2ColKernel im2col = nullptr;
   Col2ImKernel col2im = nullptr;
   RandomKernel random = nullptr;
+  AdamKernel adam = nullptr;
 };
 
 /// The table for one device type (built on first use).

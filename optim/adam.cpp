@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/creation.h"
+#include "core/ops/optim.h"
 
 namespace kiln::optim {
 
@@ -21,11 +22,6 @@ Adam::Adam(TensorList params, const AdamOptions& o, bool decoupled)
 void Adam::update(Tensor& p, const Tensor& grad, ParamState& state, const OptimizerOptions& options) {
   const auto& o = static_cast<const AdamOptions&>(options);
   const auto [beta1, beta2] = o.betas_;
-  Tensor g = o.maximize_ ? -grad : grad;
-  if (o.weight_decay_ != 0) {
-    if (decoupled_weight_decay_) p.mul_(1 - o.lr * o.weight_decay_);
-    else g = g + p * o.weight_decay_;
-  }
   if (state.buffers.empty()) {
     state.buffers["exp_avg"] = zeros_like(p);
     state.buffers["exp_avg_sq"] = zeros_like(p);
@@ -33,11 +29,22 @@ void Adam::update(Tensor& p, const Tensor& grad, ParamState& state, const Optimi
   }
   Tensor& m = state.buffers["exp_avg"];
   Tensor& v = state.buffers["exp_avg_sq"];
-  m.mul_(beta1).add_(g, 1 - beta1);
-  v.mul_(beta2).add_(g * g, 1 - beta2);
   const double t = static_cast<double>(state.step);
   const double bias1 = 1 - std::pow(beta1, t);
   const double bias2 = 1 - std::pow(beta2, t);
+  if (ops::can_fuse_adam(p, grad, m, v)) {
+    // The same rule in one pass (core/cpu/adam.cpp); the lines below are its reference.
+    AdamStep s{o.lr, beta1, beta2, o.eps_, o.weight_decay_, bias1, bias2, decoupled_weight_decay_, o.amsgrad_, o.maximize_};
+    ops::adam_step_(p, grad, m, v, o.amsgrad_ ? state.buffers["max_exp_avg_sq"] : Tensor(), s);
+    return;
+  }
+  Tensor g = o.maximize_ ? -grad : grad;
+  if (o.weight_decay_ != 0) {
+    if (decoupled_weight_decay_) p.mul_(1 - o.lr * o.weight_decay_);
+    else g = g + p * o.weight_decay_;
+  }
+  m.mul_(beta1).add_(g, 1 - beta1);
+  v.mul_(beta2).add_(g * g, 1 - beta2);
   Tensor second = v;
   if (o.amsgrad_) {
     Tensor& vmax = state.buffers["max_exp_avg_sq"];

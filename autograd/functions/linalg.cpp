@@ -5,7 +5,9 @@
 #include "autograd/functions/linalg.h"
 
 #include "autograd/function.h"
+#include "core/creation.h"
 #include "core/ops/linalg.h"
+#include "core/ops/view.h"
 
 namespace kiln {
 
@@ -14,18 +16,37 @@ namespace {
 using autograd::Context;
 using autograd::Function;
 
+/// A meta tensor with `t`'s sizes and strides: remembers a layout without holding memory.
+Tensor layout_of(const Tensor& t) {
+  return ops::as_strided(empty({0}, kMeta), t.sizes(), t.strides(), 0, "layout");
+}
+
+/// lhs @ rhs, computed so that the result has the memory layout of `like` (the input the
+/// gradient is for). linear() multiplies by w.t(), a column-major view of the weight; writing
+/// its gradient as (rhs^T lhs^T)^T makes it column-major too, so that after the transpose's
+/// backward it lands in the weight's own row-major layout and AccumulateGrad keeps it without
+/// a copy (PyTorch's mm backward makes the same choice).
+Tensor mm_in_layout_of(const Tensor& lhs, const Tensor& rhs, const Tensor& like) {
+  const bool column_major = like.dim() == 2 && !like.is_contiguous() && like.strides()[0] == 1 &&
+                            like.strides()[1] == like.sizes()[0];
+  return column_major ? rhs.t().mm(lhs.t()).t() : lhs.mm(rhs);
+}
+
 struct MmFn : Function<MmFn> {
   static constexpr const char* name = "MmBackward0";
+  // Geometry-only handles (no data kept alive beyond what is saved anyway) to pick layouts.
+  struct Saved { Tensor a_layout, b_layout; };
   static Tensor forward(Context<MmFn>& ctx, const Tensor& a, const Tensor& b) {
+    if (ctx.recording()) ctx.saved = {layout_of(a), layout_of(b)};
     ctx.save_for_backward({ctx.needs_input_grad(1) ? a : Tensor(), ctx.needs_input_grad(0) ? b : Tensor()});
     return ops::mm(a, b);
   }
-  // C = A B  =>  dA = dC B^T,  dB = A^T dC
+  // C = A B  =>  dA = dC B^T,  dB = A^T dC  (each in its input's layout)
   static TensorList backward(Context<MmFn>& ctx, const TensorList& g) {
     const TensorList s = ctx.get_saved_variables();
     Tensor ga, gb;
-    if (ctx.needs_input_grad(0)) ga = g[0].mm(s[1].t());
-    if (ctx.needs_input_grad(1)) gb = s[0].t().mm(g[0]);
+    if (ctx.needs_input_grad(0)) ga = mm_in_layout_of(g[0], s[1].t(), ctx.saved.a_layout);
+    if (ctx.needs_input_grad(1)) gb = mm_in_layout_of(s[0].t(), g[0], ctx.saved.b_layout);
     return {ga, gb};
   }
 };

@@ -32,5 +32,7 @@ void im2col_kernel(const Tensor& cols, const Tensor& input, const Im2ColGeometry
                    double pad_value);
 void col2im_kernel(const Tensor& out, const Tensor& cols, const Im2ColGeometry& g);
 void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
+void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const Tensor& max_exp_avg_sq, const AdamStep& step);
 
 }  // namespace kiln::cpu

@@ -24,6 +24,7 @@ void register_kernels(BackendKernels& t) {
   t.im2col = &im2col_kernel;
   t.col2im = &col2im_kernel;
   t.random = &random_kernel;
+  t.adam = &adam_kernel;
 }
 
 }  // namespace kiln::cpu

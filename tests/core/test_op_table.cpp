@@ -101,7 +101,7 @@ TEST(OpTableCoverage, EveryCpuKernelIsExercisedByAnEntry) {
                         (const void*)cpu.arg_reduce, (const void*)cpu.bmm, (const void*)cpu.cat,
                         (const void*)cpu.index_select, (const void*)cpu.index_add, (const void*)cpu.gather,
                         (const void*)cpu.scatter, (const void*)cpu.im2col, (const void*)cpu.col2im,
-                        (const void*)cpu.random}) {
+                        (const void*)cpu.random, (const void*)cpu.adam}) {
     EXPECT_NE(k, nullptr);
   }
 }

@@ -182,3 +182,31 @@ TEST(ClipGrad, NormAndValue) {
   b.mutable_grad() = tensor({INFINITY});
   EXPECT_ERROR(optim::clip_grad_norm_({a, b}, 1.0, 2.0, true), "The total norm of order 2 for gradients from `parameters` is non-finite");
 }
+
+TEST(Adam, FusedKernelMatchesTheCompositeRule) {
+  // Contiguous parameters take the fused one-pass kernel; a transposed (non-contiguous)
+  // parameter takes the composite rule. Both must produce the same numbers.
+  for (bool decoupled : {false, true}) {
+    for (bool amsgrad : {false, true}) {
+      manual_seed(3);
+      Tensor base = randn({3, 4}, kFloat64);
+      Tensor fused = base.clone().as_leaf(true);
+      Tensor strided = base.t().contiguous().t().as_leaf(true);  // same values, column-major
+      ASSERT_FALSE(strided.is_contiguous());
+      auto make = [&](Tensor p) -> std::unique_ptr<optim::Optimizer> {
+        if (decoupled) return std::make_unique<optim::AdamW>(TensorList{p}, optim::AdamWOptions(0.05));
+        return std::make_unique<optim::Adam>(TensorList{p}, optim::AdamOptions(0.05).weight_decay(0.1).amsgrad(amsgrad));
+      };
+      auto a = make(fused), b = make(strided);
+      for (int step = 0; step < 4; ++step) {
+        for (auto* pair : {&a, &b}) {
+          Tensor& p = (*pair == a) ? fused : strided;
+          (*pair)->zero_grad();
+          (p * p * p).sum().backward();
+          (*pair)->step();
+        }
+      }
+      EXPECT_TRUE(kiln::testing::tensors_near(fused, strided, 1e-12)) << "decoupled " << decoupled << " amsgrad " << amsgrad;
+    }
+  }
+}

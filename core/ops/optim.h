@@ -1,0 +1,16 @@
+// core/ops/optim.h — raw fused optimizer updates (see core/cpu/adam.cpp).
+#pragma once
+
+#include "core/kernels.h"
+#include "core/tensor.h"
+
+namespace kiln::ops {
+
+/// True when the fused Adam kernel can update these tensors (same device, dtype and shape,
+/// all contiguous, a kernel for the device).
+bool can_fuse_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq);
+/// One Adam/AdamW update in place; bumps the versions of everything it writes.
+void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const Tensor& max_exp_avg_sq, const AdamStep& step);
+
+}  // namespace kiln::ops
