@@ -76,6 +76,10 @@ using Im2ColKernel = void (*)(const Tensor& cols, const Tensor& input, const Im2
                               double pad_value);
 // out [N, C, H, W] = sum of cols over overlapping windows (out is zeroed by the caller).
 using Col2ImKernel = void (*)(const Tensor& out, const Tensor& cols, const Im2ColGeometry& g);
+// values/indices [N, C, oh, ow] = max over each window of input [N, C, H, W] (contiguous);
+// indices are flat positions in the H*W plane.
+using MaxPoolKernel = void (*)(const Tensor& values, const Tensor& indices, const Tensor& input,
+                               const Im2ColGeometry& g);
 // Fills self with random values; a and b are the distribution's parameters.
 using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
 // One fused Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq with
@@ -101,6 +105,7 @@ struct BackendKernels {
   ScatterKernel scatter = nullptr;
   Im2ColKernel im2col = nullptr;
   Col2ImKernel col2im = nullptr;
+  MaxPoolKernel max_pool2d = nullptr;
   RandomKernel random = nullptr;
   AdamKernel adam = nullptr;
 };

@@ -47,6 +47,56 @@ TensorList UnfoldFn::backward(Context<UnfoldFn>& ctx, const TensorList& g) {
   return {FoldFn::apply(g[0], ctx.saved.geometry)};
 }
 
+// The same pair with the batch folded into the columns ([C*kh*kw, N*L]), for conv2d.
+struct UnfoldColumnsFn : Function<UnfoldColumnsFn> {
+  static constexpr const char* name = "Im2ColBackward1";
+  struct Saved { Im2ColGeometry geometry; std::int64_t batch; };
+  static Tensor forward(Context<UnfoldColumnsFn>& ctx, const Tensor& x, const Im2ColGeometry& g) {
+    ctx.saved = {g, x.sizes()[0]};
+    return ops::unfold_columns(x, g);
+  }
+  // adjoint: fold the column gradients back into images
+  static TensorList backward(Context<UnfoldColumnsFn>& ctx, const TensorList& g);
+};
+
+struct FoldColumnsFn : Function<FoldColumnsFn> {
+  static constexpr const char* name = "Col2ImBackward1";
+  struct Saved { Im2ColGeometry geometry; };
+  static Tensor forward(Context<FoldColumnsFn>& ctx, const Tensor& cols, const Im2ColGeometry& g, std::int64_t batch) {
+    ctx.saved = {g};
+    return ops::fold_columns(cols, g, batch);
+  }
+  // adjoint: read the windows back out as columns
+  static TensorList backward(Context<FoldColumnsFn>& ctx, const TensorList& g) {
+    return {UnfoldColumnsFn::apply(g[0], ctx.saved.geometry)};
+  }
+};
+
+TensorList UnfoldColumnsFn::backward(Context<UnfoldColumnsFn>& ctx, const TensorList& g) {
+  return {FoldColumnsFn::apply(g[0], ctx.saved.geometry, ctx.saved.batch)};
+}
+
+struct MaxPool2dFn : Function<MaxPool2dFn> {
+  static constexpr const char* name = "MaxPool2DWithIndicesBackward0";
+  struct Saved { Shape sizes; };
+  static TensorList forward(Context<MaxPool2dFn>& ctx, const Tensor& x, const Im2ColGeometry& g) {
+    ctx.saved = {x.sizes().vec()};
+    auto [values, indices] = ops::max_pool2d_with_indices(x, g);
+    ctx.save_for_backward({indices});
+    return {values, indices};
+  }
+  // each window's gradient goes to the element that won it; an element that won several
+  // overlapping windows collects them all (scatter_add into its plane)
+  static TensorList backward(Context<MaxPool2dFn>& ctx, const TensorList& g) {
+    const Tensor idx = ctx.get_saved_variables()[0];
+    const Shape& s = ctx.saved.sizes;
+    const std::int64_t planes = s[0] * s[1];
+    return {zeros({planes, s[2] * s[3]}, g[0].options())
+                .scatter_add(1, idx.reshape({planes, -1}), g[0].reshape({planes, -1}))
+                .view(s)};
+  }
+};
+
 void check_4d(const char* op, const Tensor& input) {
   KILN_CHECK(input.dim() == 4, op, ": Expected 4D (batched) input [N, C, H, W], but got input of size: ",
              input.sizes());
@@ -89,22 +139,23 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pai
              " elements, but got bias of size ", bias.sizes(), " instead");
   const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), {weight.sizes()[2], weight.sizes()[3]},
                                                 dilation, padding, stride);
-  const Tensor cols = UnfoldFn::apply(input, g, 0.0);  // [N, C*kh*kw, L]
+  // One GEMM for the whole batch: [O, C*kh*kw] @ [C*kh*kw, N*L] -> [O, N*L].
+  const Tensor cols = UnfoldColumnsFn::apply(input, g);
   const std::int64_t N = input.sizes()[0];
   Tensor out;
   if (groups == 1) {
-    out = matmul(weight.reshape({O, -1}), cols);  // [O, C*kh*kw] @ [N, C*kh*kw, L]
+    out = weight.reshape({O, -1}).mm(cols);
   } else {
     const std::int64_t rows = C / groups * g.kernel_h * g.kernel_w, outs = O / groups;
     TensorList parts;
     for (std::int64_t i = 0; i < groups; ++i) {
-      parts.push_back(matmul(weight.narrow(0, i * outs, outs).reshape({outs, -1}),
-                             cols.narrow(1, i * rows, rows)));
+      parts.push_back(weight.narrow(0, i * outs, outs).reshape({outs, -1}).mm(cols.narrow(0, i * rows, rows)));
     }
-    out = cat(parts, 1);
+    out = cat(parts, 0);
   }
-  out = out.view({N, O, g.out_h, g.out_w});
-  return bias.defined() ? out + bias.view({1, O, 1, 1}) : out;
+  // [O, N, oh, ow] -> [N, O, oh, ow]: a view; the bias add (or the next op) materialises it.
+  out = out.view({O, N, g.out_h, g.out_w}).permute({1, 0, 2, 3});
+  return bias.defined() ? out + bias.view({1, O, 1, 1}) : out.contiguous();
 }
 
 namespace {
@@ -127,10 +178,8 @@ Tensor max_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> str
   }
   const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), kernel_size, dilation, padding,
                                                 stride.value_or(kernel_size));
-  // Padding reads -inf so that it never wins the max; the gradient flows to the winner.
-  const Tensor windows = channel_windows(input, g, -INFINITY);
-  const Tensor best = std::get<0>(windows.max(1));
-  return best.view({input.sizes()[0], input.sizes()[1], g.out_h, g.out_w});
+  // The values, and which element of each window won (for the backward).
+  return MaxPool2dFn::apply(input, g)[0];
 }
 
 Tensor avg_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride, Pair padding,

@@ -120,9 +120,12 @@ void scatter_kernel(const Tensor& out, std::int64_t dim, const Tensor& index, co
     const std::int64_t* idx = index.data_ptr<std::int64_t>();
     const T* s = src.data_ptr<T>();
     T* o = out.data_ptr<T>();
-    // Serial: two positions may target the same element (accumulate, or last-write-wins
-    // for plain scatter, which PyTorch leaves unspecified).
-    for (std::int64_t p = 0; p < idx_pos.numel(); ++p) {
+    // Each position p (all coordinates but dim) writes only along its own line of `out`, so
+    // lines run in parallel; within a line two indices may hit the same element, so the j loop
+    // stays in order (accumulate, or last write wins for plain scatter, as PyTorch leaves it).
+    parallel_for(0, idx_pos.numel(), std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(n, 1)),
+                 [&](std::int64_t pb, std::int64_t pe) {
+    for (std::int64_t p = pb; p < pe; ++p) {
       const std::int64_t* ip = idx + idx_pos.offset(p);
       const T* sp = s + src_pos.offset(p);
       T* op = o + out_pos.offset(p);
@@ -135,6 +138,7 @@ void scatter_kernel(const Tensor& out, std::int64_t dim, const Tensor& index, co
         }
       }
     }
+    });
   });
 }
 

@@ -23,6 +23,7 @@ void register_kernels(BackendKernels& t) {
   t.scatter = &scatter_kernel;
   t.im2col = &im2col_kernel;
   t.col2im = &col2im_kernel;
+  t.max_pool2d = &max_pool2d_kernel;
   t.random = &random_kernel;
   t.adam = &adam_kernel;
 }

@@ -65,4 +65,40 @@ Tensor fold(const Tensor& cols, const Im2ColGeometry& g) {
   return out;
 }
 
+Tensor unfold_columns(const Tensor& x, const Im2ColGeometry& g) {
+  KILN_CHECK(x.dim() == 4, "unfold_columns: expected a 4-D input [N, C, H, W], got ", x.sizes());
+  const std::int64_t n = x.sizes()[0], rows = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
+  Tensor buffer = empty_output({rows, n, l}, x.dtype(), x.device(), "im2col");
+  if (has_data(x.device()) && buffer.numel() > 0) {
+    // The kernel writes image i's rows through a [N, rows, L] view of the [rows, N, L] buffer.
+    require_kernel(kernels_for(x.device().type()).im2col, "im2col", x.device())(
+        make_view(buffer, {n, rows, l}, {l, n * l, 1}, 0, "im2col"), contiguous(x), g, 0.0);
+  }
+  return make_view(buffer, {rows, n * l}, {n * l, 1}, 0, "im2col");
+}
+
+Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t batch) {
+  const std::int64_t rows = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
+  KILN_CHECK(cols.dim() == 2 && cols.sizes()[0] == rows && cols.sizes()[1] == batch * l,
+             "fold_columns: expected input of size [", rows, ", ", batch * l, "], got ", cols.sizes());
+  Tensor out = empty_output({batch, g.channels, g.height, g.width}, cols.dtype(), cols.device(), "col2im");
+  if (!has_data(cols.device())) return out;
+  fill_data(out, 0);
+  if (out.numel() == 0) return out;
+  const Tensor c = contiguous(cols);
+  require_kernel(kernels_for(cols.device().type()).col2im, "col2im", cols.device())(
+      out, make_view(c, {batch, rows, l}, {l, batch * l, 1}, c.storage_offset(), "col2im"), g);
+  return out;
+}
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Im2ColGeometry& g) {
+  KILN_CHECK(x.dim() == 4, "max_pool2d: expected a 4-D input [N, C, H, W], got ", x.sizes());
+  const Shape shape{x.sizes()[0], x.sizes()[1], g.out_h, g.out_w};
+  Tensor values = empty_output(shape, x.dtype(), x.device(), "max_pool2d");
+  Tensor indices = empty_output(shape, DType::Int64, x.device(), "max_pool2d");
+  if (!has_data(x.device()) || values.numel() == 0) return {values, indices};
+  require_kernel(kernels_for(x.device().type()).max_pool2d, "max_pool2d", x.device())(values, indices, contiguous(x), g);
+  return {values, indices};
+}
+
 }  // namespace kiln::ops

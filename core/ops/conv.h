@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <tuple>
 
 #include "core/kernels.h"
 #include "core/tensor.h"
@@ -30,5 +31,16 @@ Im2ColGeometry im2col_geometry(IntArrayRef input_sizes, std::array<std::int64_t,
 Tensor unfold(const Tensor& x, const Im2ColGeometry& g, double pad_value = 0.0);
 /// [N, C*kh*kw, L] -> [N, C, H, W], summing overlapping windows.
 Tensor fold(const Tensor& cols, const Im2ColGeometry& g);
+
+/// The same windows with the batch folded into the columns: [C*kh*kw, N*L]. conv2d multiplies
+/// this by the weight [O, C*kh*kw] in one large GEMM instead of N small ones (Note
+/// [Convolution as unfold + GEMM]).
+Tensor unfold_columns(const Tensor& x, const Im2ColGeometry& g);
+/// The adjoint of unfold_columns: [C*kh*kw, N*L] -> [N, C, H, W].
+Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t batch);
+
+/// 2-D max pooling: (values [N, C, oh, ow], indices into each H*W input plane as Int64).
+/// Padding never wins (it reads -inf); ties keep the first element of the window.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Im2ColGeometry& g);
 
 }  // namespace kiln::ops

@@ -423,9 +423,9 @@ std::vector<OpInfo> build() {
   add({"max_pool2d", [](const TensorList& x) { return max_pool2d(x[0], {2, 2}); },
        {{"2x2", {F(img, {1, 1, 4, 4})}, {5, 7, 13, 15}, {1, 1, 2, 2}},
         {"channels", {F(ramp(2 * 2 * 4 * 4), {2, 2, 4, 4})}, {}, {2, 2, 2, 2}}},
-       fl(), true, {"im2col"}});
+       fl(), true, {"max_pool2d", "scatter"}});
   add({"max_pool2d_pad", [](const TensorList& x) { return max_pool2d(x[0], {3, 3}, Pair{2, 2}, {1, 1}); },
-       {{"3x3 stride 2 pad 1", {F(img, {1, 1, 4, 4})}, {5, 7, 13, 15}, {1, 1, 2, 2}}}, f64_f32(), true, {"im2col"}});
+       {{"3x3 stride 2 pad 1", {F(img, {1, 1, 4, 4})}, {5, 7, 13, 15}, {1, 1, 2, 2}}}, f64_f32(), true, {"max_pool2d"}});
   add({"avg_pool2d", [](const TensorList& x) { return avg_pool2d(x[0], {2, 2}); },
        {{"2x2", {F(img, {1, 1, 4, 4})}, {2.5, 4.5, 10.5, 12.5}, {1, 1, 2, 2}}}, fl(), true, {"im2col"}});
   add({"avg_pool2d_pad", [](const TensorList& x) { return avg_pool2d(x[0], {3, 3}, Pair{2, 2}, {1, 1}); },
