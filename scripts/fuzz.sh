@@ -20,6 +20,8 @@ for t in "${targets[@]}"; do
   corpus="$build_dir/corpus/$t"
   mkdir -p "$corpus"
   echo "== $t for ${seconds}s"
+  seeds=()
+  if [ -d "tests/fuzz/seeds/$t" ]; then seeds=("tests/fuzz/seeds/$t"); fi
   "$build_dir/tests/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=10 \
-    -print_final_stats=1 "$corpus" 2>&1 | grep -E "^(stat::|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY)" || true
+    -print_final_stats=1 "$corpus" "${seeds[@]}" 2>&1 | grep -E "^(stat::|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY)" || true
 done

@@ -74,11 +74,19 @@ class Progress {
   Progress(std::string label, std::size_t total) : label_(std::move(label)), total_(total), tty_(isatty(1) != 0) {
     start_ = std::chrono::steady_clock::now();
   }
+  /// On a terminal, redraws one bar in place; in a log, writes a plain line at every tenth of
+  /// the epoch instead (carriage returns make logs unreadable).
   void update(std::size_t done, double loss, std::size_t samples) {
     const double elapsed = seconds();
-    if (!tty_ && done != total_) return;  // logs get one line per epoch, from finish()
+    const std::size_t tenth = std::max<std::size_t>(total_ / 10, 1);
+    if (!tty_ && done % tenth != 0 && done != total_) return;
     const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
     const double eta = done > 0 ? elapsed * static_cast<double>(total_ - done) / static_cast<double>(done) : 0.0;
+    if (!tty_) {
+      std::printf("%s %zu/%zu loss %.4f  %.0f samples/s  ETA %.1fs\n", label_.c_str(), done, total_, loss, rate, eta);
+      std::fflush(stdout);
+      return;
+    }
     const int width = 30;
     const int filled = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(std::max<std::size_t>(total_, 1)));
     std::printf("\r%s [%s%s] %zu/%zu loss %.4f  %.0f samples/s  ETA %.1fs ", label_.c_str(),
@@ -173,14 +181,15 @@ struct TrainResult {
   double test_accuracy = 0.0;
   double seconds_per_epoch = 0.0;
   double samples_per_second = 0.0;
+  std::vector<double> train_losses;  // mean training loss of each epoch
 };
 
-/// Trains `model` on Fashion-MNIST with cross-entropy and a cosine schedule, evaluating on
-/// the test set after every epoch. `input` reshapes a batch of [N, 1, 28, 28] images.
-inline TrainResult train_fashion_mnist(nn::Module& model, const TrainConfig& c,
-                                       const std::function<Tensor(const Tensor&)>& input) {
-  auto train_set = data::FashionMNIST::load(true, c.data_root);
-  auto test_set = data::FashionMNIST::load(false, c.data_root);
+/// Trains `model` with cross-entropy and a cosine schedule, evaluating on `test_set` after
+/// every epoch. Examples are (image batch, class index); `input` turns a batch of images into
+/// what the model takes.
+inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train_set,
+                         std::shared_ptr<data::Dataset> test_set, const TrainConfig& c,
+                         const std::function<Tensor(const Tensor&)>& input) {
   std::shared_ptr<data::Dataset> train = train_set;
   if (c.limit > 0 && static_cast<std::size_t>(c.limit) < train_set->size()) {
     std::vector<std::size_t> first(static_cast<std::size_t>(c.limit));
@@ -235,6 +244,7 @@ inline TrainResult train_fashion_mnist(nn::Module& model, const TrainConfig& c,
           << seconds << "," << static_cast<double>(samples) / seconds << "\n" << std::flush;
     }
     result.test_accuracy = accuracy;
+    result.train_losses.push_back(loss_sum / static_cast<double>(steps));
   }
   result.seconds_per_epoch = train_seconds / static_cast<double>(c.epochs);
   result.samples_per_second = static_cast<double>(samples_seen) / train_seconds;
@@ -244,6 +254,14 @@ inline TrainResult train_fashion_mnist(nn::Module& model, const TrainConfig& c,
   }
   std::printf("final test accuracy %.2f%% (%.2fs per epoch)\n", 100 * result.test_accuracy, result.seconds_per_epoch);
   return result;
+}
+
+/// train() on Fashion-MNIST, read from c.data_root. `input` reshapes a batch of
+/// [N, 1, 28, 28] images.
+inline TrainResult train_fashion_mnist(nn::Module& model, const TrainConfig& c,
+                                       const std::function<Tensor(const Tensor&)>& input) {
+  return train(model, data::FashionMNIST::load(true, c.data_root), data::FashionMNIST::load(false, c.data_root), c,
+               input);
 }
 
 }  // namespace kiln::examples
