@@ -31,6 +31,9 @@ class ValueError : public Error { using Error::Error; };
 class TypeError : public Error { using Error::Error; };
 /// A kernel that does not exist for a dtype or device.
 class NotImplementedError : public Error { using Error::Error; };
+/// A device (or the caching allocator's arena) that cannot serve an allocation
+/// (torch.cuda.OutOfMemoryError).
+class OutOfMemoryError : public Error { using Error::Error; };
 
 namespace detail {
 

@@ -19,6 +19,7 @@ struct CrossEntropyLossOptions {
 class CrossEntropyLoss : public Module {
  public:
   explicit CrossEntropyLoss(CrossEntropyLossOptions options = {});
+  using Module::forward;  // the one-input form stays visible (and says a loss needs a target)
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   const CrossEntropyLossOptions options;
@@ -34,6 +35,7 @@ struct NLLLossOptions {
 class NLLLoss : public Module {
  public:
   explicit NLLLoss(NLLLossOptions options = {});
+  using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   const NLLLossOptions options;
@@ -43,6 +45,7 @@ class NLLLoss : public Module {
 class MSELoss : public Module {
  public:
   explicit MSELoss(Reduction reduction = Reduction::Mean) : Module("MSELoss"), reduction(reduction) {}
+  using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target) { return mse_loss(input, target, reduction); }
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   const Reduction reduction;
@@ -51,6 +54,7 @@ class MSELoss : public Module {
 class L1Loss : public Module {
  public:
   explicit L1Loss(Reduction reduction = Reduction::Mean) : Module("L1Loss"), reduction(reduction) {}
+  using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target) { return l1_loss(input, target, reduction); }
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   const Reduction reduction;
@@ -65,6 +69,7 @@ struct BCEWithLogitsLossOptions {
 class BCEWithLogitsLoss : public Module {
  public:
   explicit BCEWithLogitsLoss(BCEWithLogitsLossOptions options = {});
+  using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target);
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
   const Reduction reduction;
