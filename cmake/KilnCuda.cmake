@@ -18,8 +18,13 @@ if(NOT KILN_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90)  # H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES=...
     endif()
     enable_language(CUDA)
+    # CMake 3.25 predates nvcc's C++20 support and would refuse the C++20 the library
+    # requires; nvcc 12+ takes the same flag as g++.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     set(CMAKE_CUDA_STANDARD 20)
-    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     find_library(KILN_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
     find_path(KILN_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
@@ -51,6 +56,10 @@ endif()
 
 function(kiln_configure_cuda target)
   if(KILN_WITH_CUDA)
+    # The kernels call constexpr helpers of the shared functors (core/ops/functors.h) and
+    # std::numeric_limits on the device.
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
     target_include_directories(${target} PRIVATE ${KILN_CUDNN_INCLUDE})
     target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt ${KILN_CUDNN_LIBRARY})
     set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)

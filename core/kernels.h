@@ -1,6 +1,6 @@
 // core/kernels.h — the kernel tables: for every primitive, one function pointer per device
 // type, filled by one explicit registration list per backend (core/cpu/register.cpp,
-// core/cuda/register.cu). No static-initialiser magic: the tables are built the first time
+// core/cuda/register.cpp). No static-initialiser magic: the tables are built the first time
 // an op asks for them. Raw ops (core/ops/) validate and allocate, then call through here.
 // Kernels receive tensors that are already checked: same device, the dtypes the op settled
 // on, broadcast-compatible shapes. They may assume nothing about strides unless noted.
@@ -10,32 +10,12 @@
 #include <array>
 #include <cstdint>
 
+#include "core/kernel_params.h"
 #include "core/ops/functors.h"
 #include "core/scalar.h"
 #include "core/tensor.h"
 
 namespace kiln {
-
-/// The geometry of im2col/col2im for a batch of [N, C, H, W] images.
-struct Im2ColGeometry {
-  std::int64_t channels = 0, height = 0, width = 0;
-  std::int64_t kernel_h = 1, kernel_w = 1;
-  std::int64_t pad_h = 0, pad_w = 0;
-  std::int64_t stride_h = 1, stride_w = 1;
-  std::int64_t dilation_h = 1, dilation_w = 1;
-  std::int64_t out_h = 0, out_w = 0;
-};
-
-enum class RandomKind : std::uint8_t { Uniform, Normal, IntRange, Bernoulli };
-
-/// The scalars of one Adam/AdamW update (see optim/adam.h for the rule).
-struct AdamStep {
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  double bias_correction1 = 1.0, bias_correction2 = 1.0;
-  bool decoupled_weight_decay = false, amsgrad = false, maximize = false;
-};
-
-enum class ReduceOp : std::uint8_t { Sum, Prod, Amax, Amin, kCount };
 
 // out = op(in): same dtype, same shape.
 using UnaryKernel = void (*)(const Tensor& out, const Tensor& in);
@@ -86,6 +66,10 @@ using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, dou
 // amsgrad) in place; all contiguous, same shape and dtype.
 using AdamKernel = void (*)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                             const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamStep& step);
+// GradScaler's pass over one gradient: grad *= inv_scale in place, and found_inf (one
+// Float32 element, same device) is set to 1 if any element of grad is inf or NaN. grad is
+// contiguous and floating.
+using UnscaleKernel = void (*)(const Tensor& grad, double inv_scale, const Tensor& found_inf);
 
 /// Every kernel one backend provides.
 struct BackendKernels {
@@ -108,6 +92,7 @@ struct BackendKernels {
   MaxPoolKernel max_pool2d = nullptr;
   RandomKernel random = nullptr;
   AdamKernel adam = nullptr;
+  UnscaleKernel unscale = nullptr;
 };
 
 /// The table for one device type (built on first use).

@@ -35,5 +35,6 @@ void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor
 void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
 void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const AdamStep& step);
+void unscale_kernel(const Tensor& grad, double inv_scale, const Tensor& found_inf);
 
 }  // namespace kiln::cpu

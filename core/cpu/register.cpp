@@ -1,5 +1,5 @@
 // core/cpu/register.cpp — the CPU registration list: every kernel the CPU backend provides,
-// in one place. A new primitive needs a line here (and in core/cuda/register.cu); the op
+// in one place. A new primitive needs a line here (and in core/cuda/register.cpp); the op
 // families' lists are checked for completeness at compile time (exactly_one_per).
 // Read next: core/cpu/unary.cpp, core/cpu/loops.h.
 #include "core/cpu/cpu_kernels.h"
@@ -26,6 +26,7 @@ void register_kernels(BackendKernels& t) {
   t.max_pool2d = &max_pool2d_kernel;
   t.random = &random_kernel;
   t.adam = &adam_kernel;
+  t.unscale = &unscale_kernel;
 }
 
 }  // namespace kiln::cpu

@@ -26,8 +26,8 @@ enum class BinaryOp : std::uint8_t {
   kCount
 };
 
-inline constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
-inline constexpr bool is_logical(BinaryOp op) { return op >= BinaryOp::LogicalAnd; }
+KILN_HOST_DEVICE inline constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
+KILN_HOST_DEVICE inline constexpr bool is_logical(BinaryOp op) { return op >= BinaryOp::LogicalAnd; }
 
 const char* op_name(UnaryOp op);
 const char* op_name(BinaryOp op);
@@ -89,12 +89,16 @@ struct Abs {
 struct Sign {
   template <class T> KILN_HOST_DEVICE T operator()(T a) const {
     if constexpr (std::is_same_v<T, bool>) return a;
+    else if constexpr (std::is_unsigned_v<T>) return static_cast<T>(a != T(0));
     else return static_cast<T>((T(0) < a) - (a < T(0)));
   }
 };
 /// max(a, 0) that lets NaN through, as PyTorch's relu does.
 struct Relu {
-  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return a < T(0) ? T(0) : a; }
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const {
+    if constexpr (std::is_unsigned_v<T>) return a;
+    else return a < T(0) ? T(0) : a;
+  }
 };
 struct Sigmoid {
   template <class T> KILN_HOST_DEVICE T operator()(T a) const { return T(1) / (T(1) + std::exp(-a)); }

@@ -2,6 +2,8 @@
 #include "core/ops/optim.h"
 
 #include "core/ops/allocate.h"
+#include "core/ops/checks.h"
+#include "core/ops/copy.h"
 
 namespace kiln::ops {
 
@@ -24,6 +26,28 @@ void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, 
   for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq, &max_exp_avg_sq}) {
     if (t->defined()) t->impl()->storage()->bump_version();
   }
+}
+
+void unscale_and_check_(const TensorList& grads, double inv_scale, const Tensor& found_inf) {
+  KILN_CHECK(found_inf.numel() == 1 && found_inf.dtype() == kFloat32, "unscale: found_inf must be a one-element ",
+             "Float32 tensor, got ", found_inf.sizes(), " ", scalar_type_name(found_inf.dtype()));
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    KILN_CHECK(is_floating_point(g.dtype()), "unscale: gradients must be floating point, got ",
+               scalar_type_name(g.dtype()));
+    (void)common_device({{"found_inf", &found_inf}, {"grad", &g}});
+    if (!has_data(g.device())) continue;
+    const UnscaleKernel kernel = require_kernel(kernels_for(g.device().type()).unscale, "unscale", g.device());
+    if (g.is_contiguous()) {
+      kernel(g, inv_scale, found_inf);
+    } else {
+      Tensor dense = contiguous(g);
+      kernel(dense, inv_scale, found_inf);
+      copy_data(g, dense, false);
+    }
+    g.impl()->storage()->bump_version();
+  }
+  found_inf.impl()->storage()->bump_version();
 }
 
 }  // namespace kiln::ops

@@ -1,4 +1,5 @@
-// core/ops/optim.h — raw fused optimizer updates (see core/cpu/adam.cpp).
+// core/ops/optim.h — raw fused optimizer updates (see core/cpu/adam.cpp) and GradScaler's
+// unscale pass (core/cpu/unscale.cpp).
 #pragma once
 
 #include "core/kernels.h"
@@ -12,5 +13,10 @@ bool can_fuse_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_av
 /// One Adam/AdamW update in place; bumps the versions of everything it writes.
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const Tensor& max_exp_avg_sq, const AdamStep& step);
+
+/// GradScaler's unscale: every grad *= inv_scale in place (one pass each), and found_inf
+/// (a one-element Float32 tensor on the grads' device) becomes 1 if any grad held an inf or
+/// NaN. Grads must be floating and on found_inf's device.
+void unscale_and_check_(const TensorList& grads, double inv_scale, const Tensor& found_inf);
 
 }  // namespace kiln::ops

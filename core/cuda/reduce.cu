@@ -1,0 +1,170 @@
+// core/cuda/reduce.cu — sum, prod, amax, amin over any set of dims, and argmax/argmin
+// along one dim, on the GPU. A reduction of many elements per output gives each output a
+// block (threads stride over the reduced elements, then a shared-memory tree); a reduction
+// of few elements per output gives each output a thread. Accumulation is in float for half
+// types and float, double for double, int64 for integers, as on the CPU; amax/amin let NaN
+// win (PyTorch's rule).
+// Read next: core/cuda/index.cu.
+#include "core/cuda/loops.cuh"
+#include "core/kernel_params.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+template <class A>
+struct SumOp {
+  __device__ static A identity() { return A(0); }
+  __device__ static A combine(A a, A b) { return a + b; }
+};
+template <class A>
+struct ProdOp {
+  __device__ static A identity() { return A(1); }
+  __device__ static A combine(A a, A b) { return a * b; }
+};
+template <class A>
+struct MaxOp {
+  __device__ static A identity() {
+    if constexpr (std::is_floating_point_v<A>) return -INFINITY;
+    else if constexpr (std::is_same_v<A, bool>) return false;
+    else return std::numeric_limits<A>::lowest();
+  }
+  __device__ static A combine(A a, A b) {
+    if (device_is_nan(a)) return a;
+    if (device_is_nan(b)) return b;
+    return a > b ? a : b;
+  }
+};
+template <class A>
+struct MinOp {
+  __device__ static A identity() {
+    if constexpr (std::is_floating_point_v<A>) return INFINITY;
+    else if constexpr (std::is_same_v<A, bool>) return true;
+    else return std::numeric_limits<A>::max();
+  }
+  __device__ static A combine(A a, A b) {
+    if (device_is_nan(a)) return a;
+    if (device_is_nan(b)) return b;
+    return a < b ? a : b;
+  }
+};
+
+__device__ inline std::int64_t outer_offset(const Reduction& r, std::int64_t o, bool in) {
+  std::int64_t off = 0;
+  for (int d = r.outer_dims - 1; d >= 0; --d) {
+    const std::int64_t coord = o % r.outer_sizes[d];
+    o /= r.outer_sizes[d];
+    off += coord * (in ? r.outer_in_strides[d] : r.outer_out_strides[d]);
+  }
+  return off;
+}
+
+__device__ inline std::int64_t inner_offset(const Reduction& r, std::int64_t j) {
+  std::int64_t off = 0;
+  for (int d = r.inner_dims - 1; d >= 0; --d) {
+    const std::int64_t coord = j % r.inner_sizes[d];
+    j /= r.inner_sizes[d];
+    off += coord * r.inner_strides[d];
+  }
+  return off;
+}
+
+/// One thread per output.
+template <class T, class A, class Op>
+__global__ void reduce_thread_per_output(Reduction r) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < r.outputs; o += stride) {
+    const T* in = reinterpret_cast<const T*>(r.in) + outer_offset(r, o, true);
+    A acc = Op::identity();
+    for (std::int64_t j = 0; j < r.inner; ++j) acc = Op::combine(acc, convert<A>(in[inner_offset(r, j)]));
+    reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = convert<T>(acc);
+  }
+}
+
+/// One block per output: strided partial results, then a tree in shared memory.
+template <class T, class A, class Op>
+__global__ void reduce_block_per_output(Reduction r) {
+  __shared__ A partial[kBlockSize];
+  for (std::int64_t o = blockIdx.x; o < r.outputs; o += gridDim.x) {
+    const T* in = reinterpret_cast<const T*>(r.in) + outer_offset(r, o, true);
+    A acc = Op::identity();
+    for (std::int64_t j = threadIdx.x; j < r.inner; j += blockDim.x) acc = Op::combine(acc, convert<A>(in[inner_offset(r, j)]));
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) partial[threadIdx.x] = Op::combine(partial[threadIdx.x], partial[threadIdx.x + half]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = convert<T>(partial[0]);
+    __syncthreads();
+  }
+}
+
+template <class T, class A, class Op>
+void run_reduction(const Reduction& r, StreamHandle stream) {
+  if (r.outputs == 0) return;
+  if (r.inner < 64) {
+    reduce_thread_per_output<T, A, Op><<<blocks_for(r.outputs), kBlockSize, 0, as_stream(stream)>>>(r);
+  } else {
+    const auto blocks = static_cast<unsigned int>(r.outputs < 65536 ? r.outputs : 65536);
+    reduce_block_per_output<T, A, Op><<<blocks, kBlockSize, 0, as_stream(stream)>>>(r);
+  }
+  check_launch("reduce_cuda");
+}
+
+}  // namespace
+
+bool launch_reduce(ReduceOp op, DType dtype, const Reduction& r, StreamHandle stream) {
+  return dispatch<AllTypes>(dtype, [&]<typename T>() {
+    using A = DeviceAcc<T>;
+    switch (op) {
+      case ReduceOp::Sum: return run_reduction<T, A, SumOp<A>>(r, stream);
+      case ReduceOp::Prod: return run_reduction<T, A, ProdOp<A>>(r, stream);
+      // Extremes are exact in the element type's own math type.
+      case ReduceOp::Amax: return run_reduction<T, DeviceOpMath<T>, MaxOp<DeviceOpMath<T>>>(r, stream);
+      case ReduceOp::Amin: return run_reduction<T, DeviceOpMath<T>, MinOp<DeviceOpMath<T>>>(r, stream);
+      case ReduceOp::kCount: break;
+    }
+  });
+}
+
+namespace {
+
+/// One thread per (outer, inner) position walks the reduced dim: the first extreme wins,
+/// and the first NaN wins for good.
+template <class T>
+__global__ void arg_reduce_kernel(T* values, std::int64_t* indices, const T* in, std::int64_t outer, std::int64_t size,
+                                  std::int64_t inner, bool is_max) {
+  using M = DeviceOpMath<T>;
+  const std::int64_t n = outer * inner;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += stride) {
+    const std::int64_t o = p / inner, i = p % inner;
+    const T* line = in + o * size * inner + i;
+    M best = convert<M>(line[0]);
+    std::int64_t best_at = 0;
+    for (std::int64_t k = 1; k < size && !device_is_nan(best); ++k) {
+      const M v = convert<M>(line[k * inner]);
+      if (device_is_nan(v) || (is_max ? v > best : v < best)) {
+        best = v;
+        best_at = k;
+      }
+    }
+    values[p] = convert<T>(best);
+    indices[p] = best_at;
+  }
+}
+
+}  // namespace
+
+bool launch_arg_reduce(DType dtype, char* values, std::int64_t* indices, const char* in, std::int64_t outer,
+                       std::int64_t size, std::int64_t inner, bool is_max, StreamHandle stream) {
+  if (outer * inner == 0 || size == 0) return true;
+  return dispatch<NumericTypes>(dtype, [&]<typename T>() {
+    arg_reduce_kernel<T><<<blocks_for(outer * inner), kBlockSize, 0, as_stream(stream)>>>(
+        reinterpret_cast<T*>(values), indices, reinterpret_cast<const T*>(in), outer, size, inner, is_max);
+    check_launch("arg_reduce_cuda");
+  });
+}
+
+}  // namespace kiln::cuda

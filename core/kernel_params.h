@@ -1,0 +1,32 @@
+// core/kernel_params.h — the plain parameters kernels take besides tensors: convolution
+// geometry, the reduction and random-number kinds, one Adam step's scalars. Free of Tensor,
+// so the CUDA kernels (compiled by nvcc, see core/cuda/launch.h) can use them too.
+// Read next: core/kernels.h.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln {
+
+/// The geometry of im2col/col2im for a batch of [N, C, H, W] images.
+struct Im2ColGeometry {
+  std::int64_t channels = 0, height = 0, width = 0;
+  std::int64_t kernel_h = 1, kernel_w = 1;
+  std::int64_t pad_h = 0, pad_w = 0;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t dilation_h = 1, dilation_w = 1;
+  std::int64_t out_h = 0, out_w = 0;
+};
+
+enum class RandomKind : std::uint8_t { Uniform, Normal, IntRange, Bernoulli };
+
+/// The scalars of one Adam/AdamW update (see optim/adam.h for the rule).
+struct AdamStep {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  double bias_correction1 = 1.0, bias_correction2 = 1.0;
+  bool decoupled_weight_decay = false, amsgrad = false, maximize = false;
+};
+
+enum class ReduceOp : std::uint8_t { Sum, Prod, Amax, Amin, kCount };
+
+}  // namespace kiln
