@@ -159,14 +159,6 @@ TEST(Meta, ShapesWithoutData) {
                "Given groups=1, weight of size [4, 2, 3, 3], expected input[1, 3, 8, 8] to have 2 channels");
 }
 
-TEST(Cuda, UnavailableWithoutADeviceAndSaysWhy) {
-  if (cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";
-  EXPECT_FALSE(cuda::is_available());
-  EXPECT_EQ(cuda::device_count(), 0);
-  EXPECT_THROW((void)zeros({2}, Device("cuda:0")), Error);
-  EXPECT_THROW((void)zeros({2}, TensorOptions().pinned_memory(true)), Error);
-}
-
 TEST(Devices, ParseAndPrint) {
   EXPECT_EQ(Device("cuda:1").index(), 1);
   EXPECT_TRUE(Device("meta").is_meta());

@@ -1,0 +1,106 @@
+// tests/core/test_fenced_block_cache.cpp — the pinned-memory cache's rule, with fake fences
+// standing in for CUDA events: a freed block is reused only after every asynchronous copy
+// recorded on it has finished; until then a new block is made.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+
+#include "core/fenced_block_cache.h"
+#include "support/test_util.h"
+
+namespace kiln {
+namespace {
+
+class CountingSource final : public HostBlockSource {
+ public:
+  void* allocate(std::size_t nbytes) override {
+    ++allocations;
+    return std::malloc(nbytes);
+  }
+  void free(void* ptr, std::size_t) override {
+    ++frees;
+    std::free(ptr);
+  }
+  int allocations = 0, frees = 0;
+};
+
+/// A copy that "finishes" when the test says so.
+class FakeCopy final : public Fence {
+ public:
+  bool done() const override { return finished; }
+  bool finished = false;
+};
+
+TEST(FencedBlockCache, RoundsToPowersOfTwoAndReusesFreedBlocks) {
+  EXPECT_EQ(FencedBlockCache::round_size(1), 64u);
+  EXPECT_EQ(FencedBlockCache::round_size(1000), 1024u);
+  EXPECT_EQ(FencedBlockCache::round_size(1024), 1024u);
+  CountingSource source;
+  FencedBlockCache cache(source);
+  void* a = cache.allocate(1000);
+  cache.free(a);
+  void* b = cache.allocate(900);  // same size class: the cached block
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(source.allocations, 1);
+  void* c = cache.allocate(5000);  // another class: a new block
+  EXPECT_NE(c, a);
+  const FencedCacheStats s = cache.stats();
+  EXPECT_EQ(s.allocations, 3);
+  EXPECT_EQ(s.reused_blocks, 1);
+  EXPECT_EQ(s.blocks_in_use, 2);
+  cache.free(b);
+  cache.free(c);
+  cache.empty_cache();
+  EXPECT_EQ(source.frees, 2);
+}
+
+TEST(FencedBlockCache, ABlockIsNotReusedWhileACopyFromItMayRun) {
+  CountingSource source;
+  FencedBlockCache cache(source);
+  char* staging = static_cast<char*>(cache.allocate(4096));
+  auto copy = std::make_shared<FakeCopy>();
+  // The copy reads from inside the block (a tensor view with an offset counts too).
+  EXPECT_TRUE(cache.record_use(staging + 100, copy));
+  cache.free(staging);  // the DataLoader drops the batch while the copy is queued
+  EXPECT_EQ(cache.stats().blocks_in_flight, 1);
+  void* next = cache.allocate(4096);
+  EXPECT_NE(next, staging) << "reusing the block now would overwrite bytes the copy has not read";
+  EXPECT_EQ(source.allocations, 2);
+  copy->finished = true;
+  EXPECT_EQ(cache.stats().blocks_in_flight, 0);
+  EXPECT_EQ(cache.allocate(4096), staging);  // now it may be reused
+  cache.empty_cache();  // in-use blocks stay
+  EXPECT_EQ(source.frees, 0);
+}
+
+TEST(FencedBlockCache, EveryRecordedCopyMustFinish) {
+  CountingSource source;
+  FencedBlockCache cache(source);
+  void* block = cache.allocate(256);
+  auto first = std::make_shared<FakeCopy>(), second = std::make_shared<FakeCopy>();
+  cache.record_use(block, first);
+  cache.record_use(block, second);
+  cache.free(block);
+  first->finished = true;
+  EXPECT_NE(cache.allocate(256), block);
+  second->finished = true;
+  EXPECT_EQ(cache.allocate(256), block);
+}
+
+TEST(FencedBlockCache, ForeignPointersAndDoubleFreesAreErrors) {
+  CountingSource source;
+  FencedBlockCache cache(source);
+  int on_stack = 0;
+  EXPECT_FALSE(cache.record_use(&on_stack, std::make_shared<FakeCopy>()));
+  EXPECT_FALSE(cache.owns(&on_stack));
+  void* block = cache.allocate(64);
+  EXPECT_TRUE(cache.owns(static_cast<char*>(block) + 63));
+  EXPECT_FALSE(cache.owns(static_cast<char*>(block) + 64));
+  cache.free(block);
+  EXPECT_ERROR(cache.free(block), "was not allocated by this host allocator (or was freed twice)");
+  EXPECT_EQ(cache.allocate(0), nullptr);
+}
+
+}  // namespace
+}  // namespace kiln
