@@ -36,3 +36,4 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "data/data.h"
+#include "amp/amp.h"

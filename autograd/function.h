@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "amp/autocast.h"
 #include "autograd/anomaly_mode.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -186,6 +187,20 @@ template <class Derived>
 struct Function {
   template <class... Args>
   static auto apply(const Args&... args) {
+    // Step 1 of the pipeline: an op that declares an autocast policy has its inputs cast
+    // first (Note [Autocast policies]), then runs with autocast excluded.
+    if constexpr (requires { Derived::autocast_policy; }) {
+      if (amp::detail::pending()) {
+        return amp::run<Derived::autocast_policy>([](const auto&... a) { return record(a...); }, args...);
+      }
+    }
+    return record(args...);
+  }
+
+ private:
+  /// Step 2: the forward, and the graph node when an input requires grad.
+  template <class... Args>
+  static auto record(const Args&... args) {
     using Result = decltype(Derived::forward(std::declval<Context<Derived>&>(), args...));
     static_assert(std::is_same_v<Result, Tensor> || std::is_same_v<Result, TensorList>,
                   "forward must return a Tensor or a TensorList");

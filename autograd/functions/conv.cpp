@@ -4,6 +4,7 @@
 // other's adjoint, so each is the other's backward, and everything built on them is
 // differentiable to any order.
 // Read next: nn/ (the modules that call these).
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
@@ -122,7 +123,7 @@ Tensor fold(const Tensor& input, Pair output_size, Pair kernel_size, Pair dilati
   return FoldFn::apply(input, g);
 }
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride,
+static Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride,
               Pair padding, Pair dilation, std::int64_t groups) {
   check_4d("conv2d", input);
   KILN_CHECK(weight.dim() == 4, "conv2d: Expected 4D weight [out_channels, in_channels/groups, kh, "
@@ -156,6 +157,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pai
   // [O, N, oh, ow] -> [N, O, oh, ow]: a view; the bias add (or the next op) materialises it.
   out = out.view({O, N, g.out_h, g.out_w}).permute({1, 0, 2, 3});
   return bias.defined() ? out + bias.view({1, O, 1, 1}) : out.contiguous();
+}
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride,
+              Pair padding, Pair dilation, std::int64_t groups) {
+  return amp::run<amp::CastPolicy::LowerPrecision>(conv2d_impl, input, weight, bias, stride, padding, dilation, groups);
 }
 
 namespace {

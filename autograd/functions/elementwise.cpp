@@ -32,6 +32,7 @@ struct NegFn : Function<NegFn> {
 
 struct ExpFn : Function<ExpFn> {
   static constexpr const char* name = "ExpBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
   static Tensor forward(Context<ExpFn>& ctx, const Tensor& x) {
     Tensor y = ops::unary(UnaryOp::Exp, x);
     ctx.save_for_backward({y});
@@ -45,6 +46,7 @@ struct ExpFn : Function<ExpFn> {
 
 struct LogFn : Function<LogFn> {
   static constexpr const char* name = "LogBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
   static Tensor forward(Context<LogFn>& ctx, const Tensor& x) {
     ctx.save_for_backward({x});
     return ops::unary(UnaryOp::Log, x);
@@ -70,6 +72,7 @@ struct SqrtFn : Function<SqrtFn> {
 
 struct RsqrtFn : Function<RsqrtFn> {
   static constexpr const char* name = "RsqrtBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
   static Tensor forward(Context<RsqrtFn>& ctx, const Tensor& x) {
     Tensor y = ops::unary(UnaryOp::Rsqrt, x);
     ctx.save_for_backward({y});
@@ -173,6 +176,7 @@ struct ErfFn : Function<ErfFn> {
 
 struct ReciprocalFn : Function<ReciprocalFn> {
   static constexpr const char* name = "ReciprocalBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
   static Tensor forward(Context<ReciprocalFn>& ctx, const Tensor& x) {
     Tensor y = ops::unary(UnaryOp::Reciprocal, x);
     ctx.save_for_backward({y});
@@ -189,6 +193,7 @@ struct ReciprocalFn : Function<ReciprocalFn> {
 
 struct AddFn : Function<AddFn> {
   static constexpr const char* name = "AddBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Promote;
   struct Saved { Shape a, b; Scalar alpha; };
   static Tensor forward(Context<AddFn>& ctx, const Tensor& a, const Tensor& b, const Scalar& alpha) {
     if (ctx.recording()) ctx.saved = {a.sizes().vec(), b.sizes().vec(), alpha};
@@ -207,6 +212,7 @@ struct AddFn : Function<AddFn> {
 
 struct SubFn : Function<SubFn> {
   static constexpr const char* name = "SubBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Promote;
   struct Saved { Shape a, b; Scalar alpha; };
   static Tensor forward(Context<SubFn>& ctx, const Tensor& a, const Tensor& b, const Scalar& alpha) {
     if (ctx.recording()) ctx.saved = {a.sizes().vec(), b.sizes().vec(), alpha};
@@ -225,6 +231,7 @@ struct SubFn : Function<SubFn> {
 
 struct MulFn : Function<MulFn> {
   static constexpr const char* name = "MulBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Promote;
   static Tensor forward(Context<MulFn>& ctx, const Tensor& a, const Tensor& b) {
     ctx.save_for_backward({a, b});
     return ops::binary(BinaryOp::Mul, a, b);
@@ -241,6 +248,7 @@ struct MulFn : Function<MulFn> {
 
 struct DivFn : Function<DivFn> {
   static constexpr const char* name = "DivBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Promote;
   static Tensor forward(Context<DivFn>& ctx, const Tensor& a, const Tensor& b) {
     ctx.save_for_backward({a, b});
     return ops::binary(BinaryOp::Div, a, b);
@@ -257,6 +265,7 @@ struct DivFn : Function<DivFn> {
 
 struct PowFn : Function<PowFn> {
   static constexpr const char* name = "PowBackward1";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
   static Tensor forward(Context<PowFn>& ctx, const Tensor& base, const Tensor& exponent) {
     Tensor y = ops::binary(BinaryOp::Pow, base, exponent);
     ctx.save_for_backward({base, exponent, y});
@@ -302,6 +311,7 @@ struct ExtremumFn : Function<ExtremumFn<IsMax>> {
 
 struct WhereFn : Function<WhereFn> {
   static constexpr const char* name = "WhereBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Promote;
   struct Saved { Shape a, b; };
   static Tensor forward(Context<WhereFn>& ctx, const Tensor& cond, const Tensor& a, const Tensor& b) {
     ctx.saved = {a.sizes().vec(), b.sizes().vec()};

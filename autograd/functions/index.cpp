@@ -19,6 +19,7 @@ using autograd::Function;
 
 struct CatFn : Function<CatFn> {
   static constexpr const char* name = "CatBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Promote;
   struct Saved { std::int64_t dim; std::vector<Shape> sizes; };
   static Tensor forward(Context<CatFn>& ctx, const TensorList& tensors, std::int64_t dim) {
     Tensor out = ops::cat(tensors, dim);

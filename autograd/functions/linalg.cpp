@@ -2,6 +2,7 @@
 // composites of them. The CPU kernel maps transposed operands in place, so the backward
 // formulas' transposes (grad @ b^T, a^T @ grad) never copy.
 // Read next: autograd/functions/view.cpp.
+#include "amp/autocast.h"
 #include "autograd/functions/linalg.h"
 
 #include "autograd/function.h"
@@ -34,6 +35,7 @@ Tensor mm_in_layout_of(const Tensor& lhs, const Tensor& rhs, const Tensor& like)
 
 struct MmFn : Function<MmFn> {
   static constexpr const char* name = "MmBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::LowerPrecision;
   // Geometry-only handles (no data kept alive beyond what is saved anyway) to pick layouts.
   struct Saved { Tensor a_layout, b_layout; };
   static Tensor forward(Context<MmFn>& ctx, const Tensor& a, const Tensor& b) {
@@ -53,6 +55,7 @@ struct MmFn : Function<MmFn> {
 
 struct BmmFn : Function<BmmFn> {
   static constexpr const char* name = "BmmBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::LowerPrecision;
   static Tensor forward(Context<BmmFn>& ctx, const Tensor& a, const Tensor& b) {
     ctx.save_for_backward({ctx.needs_input_grad(1) ? a : Tensor(), ctx.needs_input_grad(0) ? b : Tensor()});
     return ops::bmm(a, b);
@@ -72,7 +75,7 @@ struct BmmFn : Function<BmmFn> {
 Tensor mm(const Tensor& a, const Tensor& b) { return MmFn::apply(a, b); }
 Tensor bmm(const Tensor& a, const Tensor& b) { return BmmFn::apply(a, b); }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+static Tensor matmul_impl(const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dim() > 0 && b.dim() > 0, "both arguments to matmul need to be at least 1D, but they are ",
              a.dim(), "D and ", b.dim(), "D");
   if (a.dim() == 1 && b.dim() == 1) {
@@ -115,7 +118,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  return amp::run<amp::CastPolicy::LowerPrecision>(matmul_impl, a, b);
+}
+
+static Tensor addmm_impl(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
              const Scalar& alpha) {
   Tensor product = mm(mat1, mat2);
   if (alpha.to_double() != 1.0) product = product * alpha;
@@ -123,7 +130,12 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const S
   return beta.to_double() == 1.0 ? self + product : self * beta + product;
 }
 
-Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
+             const Scalar& alpha) {
+  return amp::run<amp::CastPolicy::LowerPrecision>(addmm_impl, self, mat1, mat2, beta, alpha);
+}
+
+static Tensor linear_impl(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   KILN_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ",
              weight.sizes());
   KILN_CHECK(input.dim() >= 1 && input.sizes().back() == weight.sizes()[1],
@@ -132,6 +144,10 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                             {weight.sizes()[1], weight.sizes()[0]}));
   Tensor out = matmul(input, weight.t());
   return bias.defined() ? out + bias : out;
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  return amp::run<amp::CastPolicy::LowerPrecision>(linear_impl, input, weight, bias);
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return kiln::matmul(*this, other); }

@@ -3,6 +3,7 @@
 // double backward comes for free). Formulas follow PyTorch's, including its reductions and
 // error messages.
 // Read next: autograd/functions/conv.cpp.
+#include "amp/autocast.h"
 #include "autograd/functions/nn.h"
 
 #include "autograd/functions/float_math.h"
@@ -41,7 +42,7 @@ Tensor classes_last(const Tensor& input) {
 
 }  // namespace
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
+static Tensor nll_loss_impl(const Tensor& input, const Tensor& target, const Tensor& weight,
                 std::int64_t ignore_index, Reduction reduction) {
   KILN_CHECK_TYPE(target.dtype() == DType::Int64, msg::scalar_type(DType::Int64, target.dtype()),
                   " (nll_loss expects class indices as Int64)\n", msg::blame("target", target));
@@ -74,7 +75,12 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
   return picked;
 }
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
+                std::int64_t ignore_index, Reduction reduction) {
+  return amp::run<amp::CastPolicy::Fp32>(nll_loss_impl, input, target, weight, ignore_index, reduction);
+}
+
+static Tensor cross_entropy_impl(const Tensor& input, const Tensor& target, const Tensor& weight,
                      std::int64_t ignore_index, Reduction reduction, double label_smoothing) {
   KILN_CHECK_VALUE(label_smoothing >= 0.0 && label_smoothing <= 1.0,
                    "label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
@@ -123,16 +129,29 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& we
   return (1 - label_smoothing) * nll + smooth_reduced * (label_smoothing / classes);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+                     std::int64_t ignore_index, Reduction reduction, double label_smoothing) {
+  return amp::run<amp::CastPolicy::Fp32>(cross_entropy_impl, input, target, weight, ignore_index, reduction, label_smoothing);
+}
+
+static Tensor mse_loss_impl(const Tensor& input, const Tensor& target, Reduction reduction) {
   const Tensor diff = input - target;
   return reduce(diff * diff, reduction);
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return amp::run<amp::CastPolicy::Fp32>(mse_loss_impl, input, target, reduction);
+}
+
+static Tensor l1_loss_impl(const Tensor& input, const Tensor& target, Reduction reduction) {
   return reduce((input - target).abs(), reduction);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return amp::run<amp::CastPolicy::Fp32>(l1_loss_impl, input, target, reduction);
+}
+
+static Tensor binary_cross_entropy_with_logits_impl(const Tensor& input, const Tensor& target,
                                         const Tensor& weight, const Tensor& pos_weight,
                                         Reduction reduction) {
   KILN_CHECK(target.sizes() == input.sizes(), "Target size (", target.sizes(),
@@ -149,6 +168,12 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   }
   if (weight.defined()) loss = loss * weight;
   return reduce(loss, reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight, const Tensor& pos_weight,
+                                        Reduction reduction) {
+  return amp::run<amp::CastPolicy::Fp32>(binary_cross_entropy_with_logits_impl, input, target, weight, pos_weight, reduction);
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
@@ -181,7 +206,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
   return rows.reshape(out_shape);
 }
 
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+static Tensor batch_norm_impl(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
   KILN_CHECK(input.dim() >= 2, "batch_norm expects an input of at least 2 dims [N, C, ...], got ",
@@ -218,7 +243,14 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   return x_hat;
 }
 
-Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  // Statistics in Float32; the output keeps the input's dtype (Note [Autocast policies]).
+  return amp::run<amp::CastPolicy::Fp32>(batch_norm_impl, input, running_mean, running_var, weight, bias, training, momentum, eps).to(input.dtype());
+}
+
+static Tensor layer_norm_impl(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   const auto n = static_cast<std::int64_t>(normalized_shape.size());
   bool matches = input.dim() >= n;
@@ -239,6 +271,11 @@ Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tenso
   if (weight.defined()) out = out * weight;
   if (bias.defined()) out = out + bias;
   return out;
+}
+
+Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  return amp::run<amp::CastPolicy::Fp32>(layer_norm_impl, input, normalized_shape, weight, bias, eps);
 }
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 // along a dim and the 2-norm are Functions; mean, var, std, logsumexp, softmax and
 // log_softmax are composites of them and get their gradients for free.
 // Read next: autograd/functions/linalg.cpp.
+#include "amp/autocast.h"
 #include "autograd/functions/reduce.h"
 
 #include <cmath>
@@ -28,6 +29,7 @@ Tensor unsqueeze_reduced(const Tensor& t, IntArrayRef input_sizes, IntArrayRef w
 
 struct SumFn : Function<SumFn> {
   static constexpr const char* name = "SumBackward1";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
   struct Saved { Shape sizes, dims; bool keepdim; };
   static Tensor forward(Context<SumFn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim,
                         std::optional<DType> dtype) {
@@ -43,6 +45,7 @@ struct SumFn : Function<SumFn> {
 
 struct ProdFn : Function<ProdFn> {
   static constexpr const char* name = "ProdBackward1";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
   struct Saved { Shape dims; bool keepdim; };
   static Tensor forward(Context<ProdFn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim,
                         std::optional<DType> dtype) {
@@ -116,6 +119,7 @@ struct MaxDimFn : Function<MaxDimFn<IsMax>> {
 
 struct Norm2Fn : Function<Norm2Fn> {
   static constexpr const char* name = "NormBackward1";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
   struct Saved { Shape dims; bool keepdim; };
   static Tensor forward(Context<Norm2Fn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim) {
     ctx.saved = {wrap_dims(dims, x.dim()), keepdim};
@@ -164,11 +168,13 @@ Tensor Tensor::sum(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) c
 
 Tensor Tensor::mean(std::optional<DType> dtype) const { return mean({}, false, dtype); }
 Tensor Tensor::mean(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) const {
-  const DType t = dtype.value_or(this->dtype());
-  KILN_CHECK_TYPE(kiln::is_floating_point(t), "mean(): could not infer output dtype. Input dtype must be "
-                  "either a floating point or complex dtype. Got: ", scalar_type_name(t));
-  // mean = sum / N: a composite, so its gradient (1/N everywhere) comes from sum and div.
-  return sum(dims, keepdim, t) / static_cast<double>(reduced_numel(*this, dims));
+  return amp::run<amp::CastPolicy::Fp32>([dims, keepdim, dtype](const Tensor& self) {
+    const DType t = dtype.value_or(self.dtype());
+    KILN_CHECK_TYPE(kiln::is_floating_point(t), "mean(): could not infer output dtype. Input dtype must be "
+                    "either a floating point or complex dtype. Got: ", scalar_type_name(t));
+    // mean = sum / N: a composite, so its gradient (1/N everywhere) comes from sum and div.
+    return self.sum(dims, keepdim, t) / static_cast<double>(reduced_numel(self, dims));
+  }, *this);
 }
 
 Tensor Tensor::prod(std::optional<DType> dtype) const { return ProdFn::apply(*this, IntArrayRef{}, false, dtype); }
@@ -219,31 +225,37 @@ Tensor Tensor::norm(const Scalar& p, IntArrayRef dims, bool keepdim) const {
 }
 
 Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim) const {
-  const Tensor input = is_floating_point() ? *this : to(default_dtype());
-  return in_float_math(input, [&](const Tensor& x) {
-    // log sum exp(x) = m + log sum exp(x - m) with m = max(x): no overflow. m is detached: the
-    // result does not depend on it mathematically, so its gradient is zero anyway. Where the
-    // max is infinite it is replaced by 0 so that inf - inf does not make a NaN.
-    Tensor m = x.detach().amax(dims, true);
-    m = where(m.abs() == INFINITY, 0.0, m);
-    Tensor out = (x - m).exp().sum(dims, true).log() + m;
-    return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), wrap_dims(dims, x.dim()), false));
-  });
+  return amp::run<amp::CastPolicy::Fp32>([dims, keepdim](const Tensor& self) {
+    const Tensor input = self.is_floating_point() ? self : self.to(default_dtype());
+    return in_float_math(input, [&](const Tensor& x) {
+      // log sum exp(x) = m + log sum exp(x - m) with m = max(x): no overflow. m is detached: the
+      // result does not depend on it mathematically, so its gradient is zero anyway. Where the
+      // max is infinite it is replaced by 0 so that inf - inf does not make a NaN.
+      Tensor m = x.detach().amax(dims, true);
+      m = where(m.abs() == INFINITY, 0.0, m);
+      Tensor out = (x - m).exp().sum(dims, true).log() + m;
+      return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), wrap_dims(dims, x.dim()), false));
+    });
+  }, *this);
 }
 
 Tensor Tensor::softmax(std::int64_t dim) const {
-  const Tensor input = is_floating_point() ? *this : to(default_dtype());
-  return in_float_math(input, [&](const Tensor& x) {
-    // exp(x - max) / sum: the max is detached (softmax is shift-invariant, so its gradient
-    // through the max is zero) and keeps exp from overflowing.
-    const Tensor e = (x - x.detach().amax(dim, true)).exp();
-    return e / e.sum(dim, true);
-  });
+  return amp::run<amp::CastPolicy::Fp32>([dim](const Tensor& self) {
+    const Tensor input = self.is_floating_point() ? self : self.to(default_dtype());
+    return in_float_math(input, [&](const Tensor& x) {
+      // exp(x - max) / sum: the max is detached (softmax is shift-invariant, so its gradient
+      // through the max is zero) and keeps exp from overflowing.
+      const Tensor e = (x - x.detach().amax(dim, true)).exp();
+      return e / e.sum(dim, true);
+    });
+  }, *this);
 }
 
 Tensor Tensor::log_softmax(std::int64_t dim) const {
-  const Tensor input = is_floating_point() ? *this : to(default_dtype());
-  return in_float_math(input, [&](const Tensor& x) { return x - x.logsumexp(dim, true); });
+  return amp::run<amp::CastPolicy::Fp32>([dim](const Tensor& self) {
+    const Tensor input = self.is_floating_point() ? self : self.to(default_dtype());
+    return in_float_math(input, [&](const Tensor& x) { return x - x.logsumexp(dim, true); });
+  }, *this);
 }
 
 }  // namespace kiln
