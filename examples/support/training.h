@@ -109,9 +109,12 @@ class Progress {
 };
 
 /// Accuracy (and mean loss) of `model` over `loader`, in eval mode and without recording.
+/// With `mixed_precision`, the forward runs under autocast, as it was trained.
 inline std::pair<double, double> evaluate(nn::Module& model, data::DataLoader& loader, Device device,
-                                          const std::function<Tensor(const Tensor&)>& input) {
+                                          const std::function<Tensor(const Tensor&)>& input,
+                                          bool mixed_precision = false) {
   NoGradGuard no_grad;
+  amp::autocast region(device.type(), mixed_precision);
   model.eval();
   std::int64_t correct = 0, total = 0;
   double loss_sum = 0.0;
@@ -138,6 +141,7 @@ struct TrainConfig {
   std::string log;         // CSV path ("" = none)
   std::string data_root = data::default_fashion_mnist_root();
   std::int64_t limit = 0;  // use only this many training samples (0 = all), for quick runs
+  bool mixed_precision = false;  // autocast (CUDA Float16 / CPU BFloat16) + GradScaler
 };
 
 inline void add_common_flags(Flags& f, const TrainConfig& defaults) {
@@ -211,6 +215,8 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
               model.repr().c_str(), static_cast<long long>(model.num_parameters()), train->size(),
               static_cast<long long>(c.batch_size), c.optimizer.c_str(), c.lr, static_cast<long long>(c.epochs),
               c.device.str().c_str());
+  // Disabled (a pass-through) unless mixed precision is on; see examples/amp_train.cpp.
+  amp::GradScaler scaler({.enabled = c.mixed_precision});
   TrainResult result;
   double train_seconds = 0.0;
   std::size_t samples_seen = 0;
@@ -222,9 +228,14 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
       const Tensor x = input(batch.data.to(c.device, true));
       const Tensor y = batch.target.to(c.device, true);
       opt->zero_grad();
-      const Tensor loss = cross_entropy(model.forward(x), y);
-      loss.backward();
-      opt->step();
+      Tensor loss;
+      {
+        amp::autocast region(c.device.type(), c.mixed_precision);
+        loss = cross_entropy(model.forward(x), y);
+      }
+      scaler.scale(loss).backward();
+      scaler.step(*opt);
+      scaler.update();
       loss_sum += loss.item<double>();
       ++steps;
       samples += static_cast<std::size_t>(y.numel());
@@ -235,10 +246,12 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
     schedule.step();
     train_seconds += seconds;
     samples_seen += samples;
-    const auto [accuracy, test_loss] = evaluate(model, test_loader, c.device, input);
-    std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.2fs (%.0f samples/s)\n",
+    const auto [accuracy, test_loss] = evaluate(model, test_loader, c.device, input, c.mixed_precision);
+    std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.2fs (%.0f samples/s)",
                 static_cast<long long>(epoch), loss_sum / static_cast<double>(steps), test_loss, 100 * accuracy,
                 seconds, static_cast<double>(samples) / seconds);
+    if (c.mixed_precision) std::printf(", loss scale %g", scaler.get_scale());
+    std::printf("\n");
     if (log.is_open()) {
       log << epoch << "," << loss_sum / static_cast<double>(steps) << "," << test_loss << "," << accuracy << ","
           << seconds << "," << static_cast<double>(samples) / seconds << "\n" << std::flush;
