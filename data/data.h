@@ -4,6 +4,7 @@
 #include "data/csv.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/device_prefetcher.h"
 #include "data/idx.h"
 #include "data/sampler.h"
 #include "data/transforms.h"

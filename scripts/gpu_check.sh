@@ -68,7 +68,7 @@ run_example() {  # name, seconds, arguments...
     return
   fi
   if timeout "$limit" "build-gpu/examples/$name" "$@" >"$out/$name.log" 2>&1; then
-    echo "- \`$name $*\`: $(grep -E 'final|accuracy|scale|bandwidth|GB/s' "$out/$name.log" | tail -4 | tr '\n' ';')" >>"$report"
+    echo "- \`$name $*\`: $(grep -E 'final|accuracy|scale|bandwidth|GB/s|overlap|speed' "$out/$name.log" | tail -4 | tr '\n' ';')" >>"$report"
   else
     echo "- \`$name $*\`: **failed** (exit $?): $(tail -3 "$out/$name.log" | tr '\n' ' ')" >>"$report"
   fi
@@ -76,7 +76,7 @@ run_example() {  # name, seconds, arguments...
 run_example train_mlp 120 --device cuda --epochs 3
 run_example train_cnn 150 --device cuda --epochs 2 --batch-size 128
 run_example amp_train 150 --device cuda --epochs 1 --batch-size 512
-run_example fgsm 120 --device cuda --epochs 1
+run_example fgsm 120 --device cuda --epochs 1 --png "$out/fgsm.png"
 run_example pinned_pipeline 120 --device cuda --epochs 1
 
 section "Benchmarks (tests/bench/cuda)"
