@@ -21,7 +21,6 @@ struct CacheEntry {
 struct ThreadState {
   std::array<bool, kNumDeviceTypes> enabled{};
   std::array<DType, kNumDeviceTypes> dtype{kBFloat16, kFloat16, kBFloat16};
-  int active_regions = 0;  // guards alive with enabled = true
   int guards = 0;          // guards alive, enabled or not: the cache lives until the last exits
   bool excluded = false;
   std::int64_t casts = 0;
@@ -52,14 +51,11 @@ autocast::autocast(DeviceType device_type, bool enabled, std::optional<DType> dt
   ++state.guards;
   state.enabled[slot(device_type)] = enabled;
   if (dtype) state.dtype[slot(device_type)] = *dtype;
-  if (enabled) ++state.active_regions;
 }
 
 autocast::~autocast() {
-  if (state.enabled[slot(device_type_)]) --state.active_regions;
   state.enabled[slot(device_type_)] = previous_enabled_;
   state.dtype[slot(device_type_)] = previous_dtype_;
-  if (previous_enabled_) ++state.active_regions;
   if (--state.guards == 0) {
     state.cache[0].clear();
     state.cache[1].clear();
@@ -74,7 +70,9 @@ std::int64_t autocast_cast_count() { return state.casts; }
 
 namespace detail {
 
-bool pending() noexcept { return state.active_regions > 0 && !state.excluded; }
+bool pending() noexcept {
+  return (state.enabled[slot(DeviceType::CPU)] || state.enabled[slot(DeviceType::CUDA)]) && !state.excluded;
+}
 
 ExcludeGuard::ExcludeGuard() noexcept : previous_(state.excluded) { state.excluded = true; }
 ExcludeGuard::~ExcludeGuard() { state.excluded = previous_; }

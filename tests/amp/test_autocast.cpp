@@ -94,6 +94,7 @@ TEST(Autocast, NestingRestoresTheOuterStateAndDisabledRegionsRunInFloat32) {
   }
   EXPECT_FALSE(amp::is_autocast_enabled(DeviceType::CPU));
   EXPECT_EQ(x.mm(x).dtype(), kFloat32);
+  EXPECT_FALSE(amp::detail::pending()) << "after the regions, ops take the fast path again";
 }
 
 TEST(Autocast, StateIsThreadLocal) {
