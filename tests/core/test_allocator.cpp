@@ -56,3 +56,24 @@ TEST(CpuAllocator, CacheIsBoundedAndCanBeEmptied) {
   EXPECT_EQ(cpu_allocator_stats().cached_bytes, 0);
   set_cpu_cache_limit(old_limit);
 }
+
+TEST(CpuAllocator, AFullCacheGivesBackTheBlocksFreedLongestAgo) {
+  // A workload that changes sizes must not find the cache full of blocks nobody asks for:
+  // the old sizes are evicted, the new ones are kept and reused.
+  const std::size_t old_limit = cpu_cache_limit();
+  cpu_empty_cache();
+  set_cpu_cache_limit(3 << 20);  // 3 MiB
+  { Tensor a = empty({1 << 18}), b = empty({1 << 18}); }  // two stale 1 MiB blocks
+  EXPECT_EQ(cpu_allocator_stats().cached_bytes, 2 << 20);
+  const auto before = cpu_allocator_stats();
+  for (int step = 0; step < 5; ++step) {
+    Tensor x = empty({3 << 17});  // 1.5 MiB: the new working set
+  }
+  const auto after = cpu_allocator_stats();
+  EXPECT_EQ(after.cache_misses - before.cache_misses, 1) << "only the first 1.5 MiB request is fresh";
+  EXPECT_EQ(after.cache_hits - before.cache_hits, 4);
+  EXPECT_EQ(after.cache_evictions - before.cache_evictions, 1) << "one stale block made room";
+  EXPECT_EQ(after.cached_bytes, (1 << 20) + (3 << 19));
+  set_cpu_cache_limit(old_limit);
+  cpu_empty_cache();
+}
