@@ -56,7 +56,7 @@ std::string memory_text(const Storage& s) {
   const MemoryProvenance& m = s.provenance();
   std::string where = m.site.known() ? " at " + m.site.str() : "";
   switch (m.origin) {
-    case MemoryOrigin::Allocated: return detail::str_cat("allocated by ", m.api, where);
+    case MemoryOrigin::Allocated: return detail::str_cat("memory allocated by ", m.api, where);
     case MemoryOrigin::Copied: return detail::str_cat("a copy made by ", m.api, where);
     case MemoryOrigin::ZeroCopy:
       return detail::str_cat("the caller's buffer, shared zero-copy by ", m.api, where,
