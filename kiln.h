@@ -32,6 +32,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/grad_mode.h"
 #include "autograd/graph.h"
+#include "autograd/node.h"
 
 #include "nn/nn.h"
 #include "optim/optim.h"
