@@ -8,6 +8,10 @@
 #include "../../examples/support/failure_cases.h"
 
 namespace kiln::examples {
+
+// gtest prints parameters in the test list; the case's name says more than its bytes.
+void PrintTo(const FailureCase& c, std::ostream* os) { *os << c.name; }
+
 namespace {
 
 class FailureCatalogue : public ::testing::TestWithParam<FailureCase> {};
