@@ -124,7 +124,7 @@ Tensor fold(const Tensor& input, Pair output_size, Pair kernel_size, Pair dilati
 }
 
 static Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride,
-              Pair padding, Pair dilation, std::int64_t groups) {
+                          Pair padding, Pair dilation, std::int64_t groups) {
   check_4d("conv2d", input);
   KILN_CHECK(weight.dim() == 4, "conv2d: Expected 4D weight [out_channels, in_channels/groups, kh, "
              "kw], but got weight of size: ", weight.sizes());
@@ -161,7 +161,8 @@ static Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tenso
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride,
               Pair padding, Pair dilation, std::int64_t groups) {
-  return amp::run<amp::CastPolicy::LowerPrecision>(conv2d_impl, input, weight, bias, stride, padding, dilation, groups);
+  return amp::run<amp::CastPolicy::LowerPrecision>(conv2d_impl, input, weight, bias, stride, padding, dilation,
+                                                   groups);
 }
 
 namespace {

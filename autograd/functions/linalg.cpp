@@ -2,9 +2,9 @@
 // composites of them. The CPU kernel maps transposed operands in place, so the backward
 // formulas' transposes (grad @ b^T, a^T @ grad) never copy.
 // Read next: autograd/functions/view.cpp.
-#include "amp/autocast.h"
 #include "autograd/functions/linalg.h"
 
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "core/creation.h"
 #include "core/ops/linalg.h"
@@ -123,7 +123,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 static Tensor addmm_impl(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const Scalar& beta,
-             const Scalar& alpha) {
+                         const Scalar& alpha) {
   Tensor product = mm(mat1, mat2);
   if (alpha.to_double() != 1.0) product = product * alpha;
   if (beta.to_double() == 0.0) return product;  // PyTorch ignores self (even NaN) when beta = 0

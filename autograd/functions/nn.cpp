@@ -3,9 +3,9 @@
 // double backward comes for free). Formulas follow PyTorch's, including its reductions and
 // error messages.
 // Read next: autograd/functions/conv.cpp.
-#include "amp/autocast.h"
 #include "autograd/functions/nn.h"
 
+#include "amp/autocast.h"
 #include "autograd/functions/float_math.h"
 #include "autograd/functions/index.h"
 #include "autograd/grad_mode.h"
@@ -43,7 +43,7 @@ Tensor classes_last(const Tensor& input) {
 }  // namespace
 
 static Tensor nll_loss_impl(const Tensor& input, const Tensor& target, const Tensor& weight,
-                std::int64_t ignore_index, Reduction reduction) {
+                            std::int64_t ignore_index, Reduction reduction) {
   KILN_CHECK_TYPE(target.dtype() == DType::Int64, msg::scalar_type(DType::Int64, target.dtype()),
                   " (nll_loss expects class indices as Int64)\n", msg::blame("target", target));
   KILN_CHECK(input.dim() >= 1, "input tensor should be 1D or more");
@@ -81,7 +81,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
 }
 
 static Tensor cross_entropy_impl(const Tensor& input, const Tensor& target, const Tensor& weight,
-                     std::int64_t ignore_index, Reduction reduction, double label_smoothing) {
+                                 std::int64_t ignore_index, Reduction reduction, double label_smoothing) {
   KILN_CHECK_VALUE(label_smoothing >= 0.0 && label_smoothing <= 1.0,
                    "label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
   const std::int64_t class_dim = input.dim() == 1 ? 0 : 1;
@@ -131,7 +131,8 @@ static Tensor cross_entropy_impl(const Tensor& input, const Tensor& target, cons
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
                      std::int64_t ignore_index, Reduction reduction, double label_smoothing) {
-  return amp::run<amp::CastPolicy::Fp32>(cross_entropy_impl, input, target, weight, ignore_index, reduction, label_smoothing);
+  return amp::run<amp::CastPolicy::Fp32>(cross_entropy_impl, input, target, weight, ignore_index, reduction,
+                                         label_smoothing);
 }
 
 static Tensor mse_loss_impl(const Tensor& input, const Tensor& target, Reduction reduction) {
@@ -152,8 +153,8 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
 }
 
 static Tensor binary_cross_entropy_with_logits_impl(const Tensor& input, const Tensor& target,
-                                        const Tensor& weight, const Tensor& pos_weight,
-                                        Reduction reduction) {
+                                                    const Tensor& weight, const Tensor& pos_weight,
+                                                    Reduction reduction) {
   KILN_CHECK(target.sizes() == input.sizes(), "Target size (", target.sizes(),
              ") must be the same as input size (", input.sizes(), ")");
   // loss = (1 - y) x + l (log(1 + e^-|x|) + max(-x, 0)),  l = 1 + (pos_weight - 1) y:
@@ -173,7 +174,8 @@ static Tensor binary_cross_entropy_with_logits_impl(const Tensor& input, const T
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const Tensor& weight, const Tensor& pos_weight,
                                         Reduction reduction) {
-  return amp::run<amp::CastPolicy::Fp32>(binary_cross_entropy_with_logits_impl, input, target, weight, pos_weight, reduction);
+  return amp::run<amp::CastPolicy::Fp32>(binary_cross_entropy_with_logits_impl, input, target, weight,
+                                         pos_weight, reduction);
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
@@ -207,8 +209,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
 }
 
 static Tensor batch_norm_impl(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
+                              const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                              double eps) {
   KILN_CHECK(input.dim() >= 2, "batch_norm expects an input of at least 2 dims [N, C, ...], got ",
              input.sizes());
   const std::int64_t channels = input.sizes()[1];
@@ -247,11 +249,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
   // Statistics in Float32; the output keeps the input's dtype (Note [Autocast policies]).
-  return amp::run<amp::CastPolicy::Fp32>(batch_norm_impl, input, running_mean, running_var, weight, bias, training, momentum, eps).to(input.dtype());
+  return amp::run<amp::CastPolicy::Fp32>(batch_norm_impl, input, running_mean, running_var, weight, bias,
+                                         training, momentum, eps)
+      .to(input.dtype());
 }
 
 static Tensor layer_norm_impl(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+                              const Tensor& bias, double eps) {
   const auto n = static_cast<std::int64_t>(normalized_shape.size());
   bool matches = input.dim() >= n;
   for (std::int64_t i = 0; matches && i < n; ++i) {

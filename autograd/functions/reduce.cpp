@@ -2,11 +2,11 @@
 // along a dim and the 2-norm are Functions; mean, var, std, logsumexp, softmax and
 // log_softmax are composites of them and get their gradients for free.
 // Read next: autograd/functions/linalg.cpp.
-#include "amp/autocast.h"
 #include "autograd/functions/reduce.h"
 
 #include <cmath>
 
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/float_math.h"
 #include "core/creation.h"
