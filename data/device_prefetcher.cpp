@@ -69,8 +69,17 @@ std::shared_ptr<BatchCopier> make_cuda_copier(Device device) {
 DevicePrefetcher::DevicePrefetcher(DataLoader& loader, std::shared_ptr<BatchCopier> copier)
     : loader_(loader), copier_(std::move(copier)) {}
 
-void DevicePrefetcher::start_epoch() {
+DevicePrefetcher::~DevicePrefetcher() { drop_pending(); }
+
+void DevicePrefetcher::drop_pending() {
+  // A batch abandoned mid-copy: order the consumer's stream after the copy anyway, so its
+  // device memory is not handed to the consumer's next allocation while the copy still writes.
+  if (pending_) pending_->make_ready();
   pending_.reset();
+}
+
+void DevicePrefetcher::start_epoch() {
+  drop_pending();
   stats_ = {};
   it_ = loader_.begin();
   end_ = loader_.end();

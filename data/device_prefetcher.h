@@ -63,6 +63,9 @@ struct PrefetcherStats {
 class DevicePrefetcher {
  public:
   DevicePrefetcher(DataLoader& loader, std::shared_ptr<BatchCopier> copier);
+  ~DevicePrefetcher();
+  DevicePrefetcher(const DevicePrefetcher&) = delete;
+  DevicePrefetcher& operator=(const DevicePrefetcher&) = delete;
   /// Begins an epoch of the loader and starts the first copy.
   void start_epoch();
   /// The next batch, ready for the consumer's stream; nullopt when the epoch is over. Starts
@@ -72,6 +75,7 @@ class DevicePrefetcher {
 
  private:
   void start_next();
+  void drop_pending();
 
   DataLoader& loader_;
   std::shared_ptr<BatchCopier> copier_;
