@@ -318,7 +318,8 @@ inline std::vector<FailureCase> failure_cases() {
                    [](std::ostream& out) -> std::optional<std::string> {
                      const std::int64_t grown = metric_growth(200, false);
                      out << "200 steps of running = running + (batch * w).sum()\n";
-                     if (grown < 200 * 4096 * 4) return std::nullopt;
+                     // Every step's 16 KiB batch stays saved: growth proportional to the steps.
+                     if (grown < 180 * 4096 * 4) return std::nullopt;
                      return format("%.2f MB still held by the graph after 200 steps", static_cast<double>(grown) / 1e6);
                    },
                    [](std::ostream& out) {
