@@ -6,6 +6,7 @@
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/select.h"
 #include "core/dispatch.h"
 
 namespace kiln::cpu {
@@ -57,7 +58,7 @@ std::array<BinaryKernel, static_cast<std::size_t>(BinaryOp::kCount)> binary_kern
 
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   dispatch_dtype<AllTypes>(out.dtype(), "where_cpu", [&]<typename T>() {
-    cpu_map<T, bool, T, T>([](bool c, T x, T y) { return c ? x : y; }, out, {&cond, &a, &b});
+    cpu_map<T, bool, T, T>([](bool c, T x, T y) { return select(c, x, y); }, out, {&cond, &a, &b});
   });
 }
 

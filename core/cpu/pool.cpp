@@ -3,13 +3,12 @@
 // for the backward pass. Planes (image, channel) are independent and split across threads.
 // Read next: autograd/functions/conv.cpp (MaxPool2dFn).
 #include <algorithm>
-#include <bit>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/select.h"
 #include "core/dispatch.h"
 
 namespace kiln::cpu {
@@ -32,23 +31,6 @@ std::vector<Span> spans(std::int64_t outs, std::int64_t stride, std::int64_t pad
     out[static_cast<std::size_t>(o)] = {start, lo, hi};
   }
   return out;
-}
-
-/// `take ? a : b` computed with bit masks. Whether an element beats the running maximum is
-/// a coin flip on real activations, so a branch here mispredicts about half the time (it
-/// made pooling 20x slower than a memcpy of its input); the compiler emits one for a plain
-/// conditional on floats.
-template <class M>
-M select(bool take, M a, M b) {
-  if constexpr (std::is_floating_point_v<M> || std::is_integral_v<M>) {
-    using Bits = std::conditional_t<sizeof(M) == 8, std::uint64_t,
-                                    std::conditional_t<sizeof(M) == 4, std::uint32_t,
-                                                       std::conditional_t<sizeof(M) == 2, std::uint16_t, std::uint8_t>>>;
-    const Bits mask = static_cast<Bits>(-static_cast<Bits>(take));
-    return std::bit_cast<M>(static_cast<Bits>((std::bit_cast<Bits>(a) & mask) | (std::bit_cast<Bits>(b) & ~mask)));
-  } else {
-    return take ? a : b;
-  }
 }
 
 struct PoolPlan {
