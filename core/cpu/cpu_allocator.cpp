@@ -1,11 +1,11 @@
 // core/cpu/cpu_allocator.cpp — the CPU allocator: 64-byte aligned, with a cache of large
 // blocks. See Note [CPU caching allocator].
 // Read next: core/storage.h; the GPU counterpart is core/cuda/caching_allocator.h.
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
-#include <unordered_map>
 
 #include "core/allocator.h"
 #include "core/error.h"
@@ -46,6 +46,16 @@ std::size_t size_class(std::size_t n) {
   return round_up(n, p / 4);
 }
 
+/// The position of a size class (a value of size_class()) in a flat table: 64..256 bytes
+/// are classes 1-4, then four per octave. No hashing on the allocation path.
+std::size_t class_index(std::size_t size) {
+  if (size <= 256) return size / kCpuAlignment;
+  const int log = 63 - __builtin_clzll(size);             // size = 2^log * (1 + quarter / 4)
+  const std::size_t quarter = (size >> (log - 2)) & 3;
+  return 5 + static_cast<std::size_t>(log - 8) * 4 + quarter;
+}
+constexpr std::size_t kNumClasses = 5 + (64 - 8) * 4;
+
 /// The links of a cached block, written into its first bytes while it is free.
 struct FreeBlock {
   FreeBlock* older = nullptr;  // all cached blocks, ordered by when they were freed
@@ -65,9 +75,7 @@ class CpuCachingAllocator final : public Allocator {
     void* p = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = classes_.find(size);
-      if (it != classes_.end() && it->second != nullptr) {
-        FreeBlock* block = it->second;  // the most recently freed of its class: warmest
+      if (FreeBlock* block = classes_[class_index(size)]) {  // the most recently freed of its class
         unlink(block);
         p = block;
         ++cache_hits_;
@@ -153,7 +161,7 @@ class CpuCachingAllocator final : public Allocator {
     if (newest_ != nullptr) newest_->newer = block;
     newest_ = block;
     if (oldest_ == nullptr) oldest_ = block;
-    FreeBlock*& head = classes_[block->size];
+    FreeBlock*& head = classes_[class_index(block->size)];
     block->class_next = head;
     if (head != nullptr) head->class_prev = block;
     head = block;
@@ -166,7 +174,7 @@ class CpuCachingAllocator final : public Allocator {
     (block->older != nullptr ? block->older->newer : oldest_) = block->newer;
     if (block->class_next != nullptr) block->class_next->class_prev = block->class_prev;
     if (block->class_prev != nullptr) block->class_prev->class_next = block->class_next;
-    else classes_[block->size] = block->class_next;
+    else classes_[class_index(block->size)] = block->class_next;
     cached_bytes_ -= static_cast<std::int64_t>(block->size);
   }
 
@@ -181,7 +189,7 @@ class CpuCachingAllocator final : public Allocator {
   }
 
   std::mutex mutex_;
-  std::unordered_map<std::size_t, FreeBlock*> classes_;  // size class -> most recently freed
+  std::array<FreeBlock*, kNumClasses> classes_{};  // per size class: the most recently freed
   FreeBlock* newest_ = nullptr;
   FreeBlock* oldest_ = nullptr;
   std::int64_t cached_bytes_ = 0;
