@@ -24,6 +24,16 @@ std::int64_t compute_numel(IntArrayRef sizes) {
   return n;
 }
 
+DimSplit split_at_dim(IntArrayRef sizes, std::int64_t dim) {
+  DimSplit s;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(sizes.size()); ++d) {
+    if (d < dim) s.outer *= sizes[d];
+    else if (d == dim) s.size = sizes[d];
+    else s.inner *= sizes[d];
+  }
+  return s;
+}
+
 std::size_t storage_nbytes(IntArrayRef sizes, std::size_t itemsize) {
   std::int64_t extent = 1;  // product of max(size, 1): what the strides reach
   std::int64_t numel = 1;

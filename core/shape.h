@@ -26,6 +26,13 @@ bool compute_is_contiguous(IntArrayRef sizes, IntArrayRef strides);
 /// otherwise. A 0-d tensor accepts -1 and 0 (PyTorch's wrap_scalar rule).
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim);
 
+/// A contiguous shape seen as [outer, size, inner] around `dim`: the product of the sizes
+/// before it, its own size, and the product of those after it (how index kernels walk a dim).
+struct DimSplit {
+  std::int64_t outer = 1, size = 1, inner = 1;
+};
+DimSplit split_at_dim(IntArrayRef sizes, std::int64_t dim);
+
 /// Sorted, de-duplicated, wrapped dims; an empty list means "all dims".
 /// Throws "dim 1 appears multiple times in the list of dims".
 Shape wrap_dims(IntArrayRef dims, std::int64_t ndim);

@@ -11,25 +11,6 @@
 
 namespace kiln::cpu {
 
-namespace {
-
-/// Sizes before `dim`, along it, and after it (as a contiguous [outer, n, inner] block).
-struct Split3 {
-  std::int64_t outer = 1, n = 1, inner = 1;
-};
-
-Split3 split_at(IntArrayRef sizes, std::int64_t dim) {
-  Split3 s;
-  for (std::int64_t d = 0; d < static_cast<std::int64_t>(sizes.size()); ++d) {
-    if (d < dim) s.outer *= sizes[d];
-    else if (d == dim) s.n = sizes[d];
-    else s.inner *= sizes[d];
-  }
-  return s;
-}
-
-}  // namespace
-
 void cat_kernel(const Tensor& out, const TensorList& inputs, std::int64_t dim) {
   std::int64_t offset = 0;
   const auto elem_offset = out.strides()[dim];
@@ -46,7 +27,7 @@ void cat_kernel(const Tensor& out, const TensorList& inputs, std::int64_t dim) {
 // in and out are contiguous (the front-end makes them so).
 void index_select_kernel(const Tensor& out, const Tensor& in, std::int64_t dim,
                          const Tensor& index) {
-  const Split3 s = split_at(in.sizes(), dim);
+  const DimSplit s = split_at_dim(in.sizes(), dim);
   const std::int64_t count = index.numel();
   const std::int64_t* idx = index.data_ptr<std::int64_t>();
   const std::size_t row = static_cast<std::size_t>(s.inner) * in.element_size();
@@ -57,7 +38,7 @@ void index_select_kernel(const Tensor& out, const Tensor& in, std::int64_t dim,
     for (std::int64_t k = b; k < e; ++k) {
       const std::int64_t o = k / count, i = k % count;
       std::memcpy(dst + static_cast<std::size_t>(k) * row,
-                  src + static_cast<std::size_t>(o * s.n + idx[i]) * row, row);
+                  src + static_cast<std::size_t>(o * s.size + idx[i]) * row, row);
     }
   });
 }
@@ -67,7 +48,7 @@ void index_select_kernel(const Tensor& out, const Tensor& in, std::int64_t dim,
 void index_add_kernel(const Tensor& out, std::int64_t dim, const Tensor& index,
                       const Tensor& source) {
   dispatch_dtype<NumericTypes>(out.dtype(), "index_add_cpu", [&]<typename T>() {
-    const Split3 s = split_at(out.sizes(), dim);
+    const DimSplit s = split_at_dim(out.sizes(), dim);
     const std::int64_t count = index.numel();
     const std::int64_t* idx = index.data_ptr<std::int64_t>();
     T* o = out.data_ptr<T>();
@@ -75,7 +56,7 @@ void index_add_kernel(const Tensor& out, std::int64_t dim, const Tensor& index,
     parallel_for(0, s.inner, kGrainSize, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t outer = 0; outer < s.outer; ++outer) {
         for (std::int64_t i = 0; i < count; ++i) {
-          T* orow = o + (outer * s.n + idx[i]) * s.inner;
+          T* orow = o + (outer * s.size + idx[i]) * s.inner;
           const T* srow = src + (outer * count + i) * s.inner;
           for (std::int64_t j = b; j < e; ++j) {
             orow[j] = static_cast<T>(functors::wrapping_add(static_cast<OpMath<T>>(orow[j]), static_cast<OpMath<T>>(srow[j])));

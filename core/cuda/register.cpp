@@ -195,26 +195,13 @@ const std::int64_t* idata(const Tensor& t) {
   return static_cast<const std::int64_t*>(t.numel() == 0 ? nullptr : t.raw_data_ptr());
 }
 
-/// [outer, size, inner] around `dim` of a contiguous shape.
-struct Around {
-  std::int64_t outer = 1, size = 1, inner = 1;
-};
-Around around(IntArrayRef sizes, std::int64_t dim) {
-  Around a;
-  for (std::int64_t d = 0; d < static_cast<std::int64_t>(sizes.size()); ++d) {
-    if (d < dim) a.outer *= sizes[d];
-    else if (d == dim) a.size = sizes[d];
-    else a.inner *= sizes[d];
-  }
-  return a;
-}
 
 void arg_reduce(const Tensor& values, const Tensor& indices, const Tensor& in, std::int64_t dim, bool is_max) {
   if (values.numel() == 0) return;
   OnDevice on(values);
   const Tensor dense = ops::contiguous(in);
   DenseOut v(values, false), i(indices, false);
-  const Around a = around(dense.sizes(), dim);
+  const DimSplit a = split_at_dim(dense.sizes(), dim);
   require(launch_arg_reduce(in.dtype(), v.data(), reinterpret_cast<std::int64_t*>(i.data()), cdata(dense), a.outer,
                             a.size, a.inner, is_max, on.stream()),
           is_max ? "argmax" : "argmin", in.dtype());
@@ -237,7 +224,7 @@ void index_select(const Tensor& out, const Tensor& in, std::int64_t dim, const T
   OnDevice on(out);
   const Tensor dense = ops::contiguous(in), idx = ops::contiguous(index);
   DenseOut o(out, false);
-  const Around a = around(dense.sizes(), dim);
+  const DimSplit a = split_at_dim(dense.sizes(), dim);
   require(launch_index_select(out.dtype(), o.data(), cdata(dense), idata(idx), a.outer, a.size, idx.numel(), a.inner,
                               on.stream()),
           "index_select", out.dtype());
@@ -249,7 +236,7 @@ void index_add(const Tensor& out, std::int64_t dim, const Tensor& index, const T
   OnDevice on(out);
   const Tensor src = ops::contiguous(source), idx = ops::contiguous(index);
   DenseOut o(out, true);
-  const Around a = around(o.tensor().sizes(), dim);
+  const DimSplit a = split_at_dim(o.tensor().sizes(), dim);
   KILN_CHECK_NOT_IMPLEMENTED(is_floating_point(out.dtype()) || out.dtype() == kInt64 || out.dtype() == kInt32,
                              "\"index_add_cuda_\" not implemented for '", scalar_type_name(out.dtype()), "'");
   require(launch_index_add(out.dtype(), o.data(), cdata(src), idata(idx), a.outer, a.size, idx.numel(), a.inner,
@@ -273,7 +260,7 @@ void gather(const Tensor& out, const Tensor& in, std::int64_t dim, const Tensor&
   OnDevice on(out);
   const Tensor dense = ops::contiguous(narrowed_to(in, index, dim)), idx = ops::contiguous(index);
   DenseOut o(out, false);
-  const Around a = around(idx.sizes(), dim);
+  const DimSplit a = split_at_dim(idx.sizes(), dim);
   require(launch_gather(out.dtype(), o.data(), cdata(dense), idata(idx), a.outer, dense.sizes()[dim], a.size, a.inner,
                         on.stream()),
           "gather", out.dtype());
@@ -288,7 +275,7 @@ void scatter(const Tensor& out, std::int64_t dim, const Tensor& index, const Ten
                              "\"scatter_add_cuda_\" not implemented for '", scalar_type_name(out.dtype()), "'");
   const Tensor idx = ops::contiguous(index), source = ops::contiguous(narrowed_to(src, index, dim));
   DenseOut o(narrowed_to(out, index, dim), true);
-  const Around a = around(idx.sizes(), dim);
+  const DimSplit a = split_at_dim(idx.sizes(), dim);
   require(launch_scatter(out.dtype(), o.data(), cdata(source), idata(idx), a.outer, o.tensor().sizes()[dim], a.size,
                          a.inner, accumulate, on.stream()),
           accumulate ? "scatter_add" : "scatter", out.dtype());
