@@ -3,34 +3,17 @@
 // recorded on it has finished; until then a new block is made.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <set>
 
 #include "core/fenced_block_cache.h"
+#include "support/fake_host_memory.h"
 #include "support/test_util.h"
 
 namespace kiln {
 namespace {
 
-class CountingSource final : public HostBlockSource {
- public:
-  void* allocate(std::size_t nbytes) override {
-    ++allocations;
-    return std::malloc(nbytes);
-  }
-  void free(void* ptr, std::size_t) override {
-    ++frees;
-    std::free(ptr);
-  }
-  int allocations = 0, frees = 0;
-};
-
-/// A copy that "finishes" when the test says so.
-class FakeCopy final : public Fence {
- public:
-  bool done() const override { return finished; }
-  bool finished = false;
-};
+using testing::CountingSource;
+using testing::FakeCopy;
 
 TEST(FencedBlockCache, RoundsToPowersOfTwoAndReusesFreedBlocks) {
   EXPECT_EQ(FencedBlockCache::round_size(1), 64u);

@@ -13,14 +13,11 @@
 
 using namespace kiln;
 using namespace kiln::data;
+using kiln::testing::numbers;
 using kiln::testing::values;
 using kiln::testing::values_near;
 
 namespace {
-
-std::shared_ptr<TensorDataset> numbers(std::int64_t n) {
-  return std::make_shared<TensorDataset>(arange(n).to(kFloat32).unsqueeze(1), arange(n));
-}
 
 std::vector<std::vector<double>> epoch_targets(DataLoader& loader) {
   std::vector<std::vector<double>> out;

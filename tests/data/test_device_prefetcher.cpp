@@ -7,28 +7,17 @@
 #include <deque>
 
 #include "core/fenced_block_cache.h"
+#include "support/fake_host_memory.h"
 #include "support/test_util.h"
 
 using namespace kiln;
 using namespace kiln::data;
+using kiln::testing::CountingSource;
+using kiln::testing::FakeCopy;
+using kiln::testing::numbers;
 using kiln::testing::values;
 
 namespace {
-
-std::shared_ptr<TensorDataset> numbers(std::int64_t n) {
-  return std::make_shared<TensorDataset>(arange(n).to(kFloat32).unsqueeze(1), arange(n));
-}
-
-class MallocSource final : public HostBlockSource {
- public:
-  void* allocate(std::size_t nbytes) override { return std::malloc(nbytes); }
-  void free(void* ptr, std::size_t) override { std::free(ptr); }
-};
-
-struct ManualFence final : Fence {
-  bool finished = false;
-  bool done() const override { return finished; }
-};
 
 /// A "device" that runs copies only when told to: the host moves on after start(), as it
 /// does after a non_blocking cudaMemcpyAsync. Each batch is staged into a block of the pool
@@ -44,7 +33,7 @@ class FakeAsyncCopier final : public BatchCopier {
     std::memcpy(staging, host.data.contiguous().data_ptr<float>(), nbytes);
     max_in_flight_ = std::max(max_in_flight_, pool_.stats().blocks_in_flight);
     const Tensor device = empty(host.data.sizes(), kFloat32);
-    auto fence = std::make_shared<ManualFence>();
+    auto fence = std::make_shared<FakeCopy>();
     EXPECT_TRUE(pool_.record_use(staging, fence));
     pool_.free(staging);
     queue_.push_back([device, staging, nbytes, fence] {
@@ -91,7 +80,7 @@ TEST(DevicePrefetcher, BatchesArriveCompleteAndInOrderUnderWorkers) {
 }
 
 TEST(DevicePrefetcher, NoStagingBlockIsReusedWhileACopyFromItMayBeInFlight) {
-  MallocSource source;
+  CountingSource source;
   FencedBlockCache pool(source);
   auto copier = std::make_shared<FakeAsyncCopier>(pool);
   DataLoader loader(numbers(64), {.batch_size = 8, .num_workers = 2});

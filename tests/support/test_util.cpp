@@ -1,4 +1,4 @@
-// tests/support/test_util.cpp — tensor assertions.
+// tests/support/test_util.cpp — tensor assertions and small fixtures.
 #include "support/test_util.h"
 
 #include <cmath>
@@ -11,6 +11,10 @@ std::vector<double> values(const Tensor& t) {
   const Tensor c = t.detach().to(kCPU).to(kFloat64).contiguous();
   const double* p = c.data_ptr<double>();
   return std::vector<double>(p, p + c.numel());
+}
+
+std::shared_ptr<data::TensorDataset> numbers(std::int64_t n) {
+  return std::make_shared<data::TensorDataset>(arange(n).to(kFloat32).unsqueeze(1), arange(n));
 }
 
 namespace {

@@ -19,6 +19,10 @@ std::vector<double> values(const Tensor& t);
 /// Passes when two tensors have equal shapes and values within `tol`.
 ::testing::AssertionResult tensors_near(const Tensor& actual, const Tensor& expected, double tol = 1e-6);
 
+/// A dataset of n examples whose data ([1] Float32) and target (Int64) are both i: batches
+/// show at a glance which examples they hold and in what order.
+std::shared_ptr<data::TensorDataset> numbers(std::int64_t n);
+
 /// The message of the kiln::Error `fn` throws (fails the test if it throws nothing).
 template <class E = Error, class Fn>
 std::string error_of(Fn&& fn) {
