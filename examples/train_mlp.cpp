@@ -7,22 +7,11 @@
 
 int main(int argc, char** argv) {
   using namespace kiln;
-  examples::Flags flags("train_mlp", "an MLP on Fashion-MNIST (Adam, cosine schedule)");
   examples::TrainConfig defaults;
   defaults.epochs = 10;
   defaults.lr = 1e-3;
-  examples::add_common_flags(flags, defaults);
-  flags.parse(argc, argv);
-  const examples::TrainConfig config = examples::config_from(flags);
-  manual_seed(config.seed);
-  examples::Mlp model;
-  try {
-    examples::train_fashion_mnist(model, config, [](const Tensor& images) {
-      return examples::normalize_fashion(images).flatten(1);
-    });
-  } catch (const Error& e) {
-    std::fprintf(stderr, "train_mlp: %s\n", e.message().c_str());
-    return 1;
-  }
-  return 0;
+  return examples::train_main<examples::Mlp>(argc, argv, "train_mlp", "an MLP on Fashion-MNIST (Adam, cosine schedule)",
+                                             defaults, [](const Tensor& images) {
+                                               return examples::normalize_fashion(images).flatten(1);
+                                             });
 }

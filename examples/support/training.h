@@ -277,4 +277,24 @@ inline TrainResult train_fashion_mnist(nn::Module& model, const TrainConfig& c,
                input);
 }
 
+/// The whole main() of a program that trains `Model` on Fashion-MNIST: the common flags with
+/// these defaults, the seed, training, and a failure reported as "program: message".
+template <class Model>
+int train_main(int argc, char** argv, const char* program, const char* summary, const TrainConfig& defaults,
+               const std::function<Tensor(const Tensor&)>& input) {
+  Flags flags(program, summary);
+  add_common_flags(flags, defaults);
+  flags.parse(argc, argv);
+  const TrainConfig config = config_from(flags);
+  manual_seed(config.seed);
+  Model model;
+  try {
+    train_fashion_mnist(model, config, input);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace kiln::examples
