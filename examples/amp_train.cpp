@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "amp_train: %s\n", e.message().c_str());
     return 1;
+  } catch (const std::exception& e) {  // a bad flag value: --optimizer, --device
+    std::fprintf(stderr, "amp_train: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "pinned_pipeline: %s\n", e.message().c_str());
     return 1;
+  } catch (const std::exception& e) {  // a bad flag value: --optimizer, --device
+    std::fprintf(stderr, "pinned_pipeline: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln.h"
@@ -51,10 +52,28 @@ class Flags {
     }
   }
   std::string str(const std::string& name) const { return values_.at(name); }
-  double num(const std::string& name) const { return std::stod(values_.at(name)); }
-  std::int64_t integer(const std::string& name) const { return std::stoll(values_.at(name)); }
+  double num(const std::string& name) const {
+    return convert(name, [](const std::string& v) { return std::stod(v); });
+  }
+  std::int64_t integer(const std::string& name) const {
+    return convert(name, [](const std::string& v) { return static_cast<std::int64_t>(std::stoll(v)); });
+  }
+  Device device(const std::string& name) const {
+    return convert(name, [](const std::string& v) { return Device(v); });
+  }
 
  private:
+  /// The value of flag `name` through `parse`; a value it rejects is a usage error, not a crash.
+  template <class Parse>
+  std::invoke_result_t<Parse, const std::string&> convert(const std::string& name, const Parse& parse) const {
+    const std::string& value = values_.at(name);
+    try {
+      return parse(value);
+    } catch (const std::exception&) {
+      usage(2, "invalid value '" + value + "' for --" + name);
+    }
+  }
+
   [[noreturn]] void usage(int code, const std::string& error = "") const {
     if (!error.empty()) std::fprintf(stderr, "%s: %s\n\n", program_.c_str(), error.c_str());
     std::printf("%s — %s\n\nflags:\n", program_.c_str(), summary_.c_str());
@@ -166,7 +185,7 @@ inline TrainConfig config_from(const Flags& f) {
   c.optimizer = f.str("optimizer");
   c.seed = static_cast<std::uint64_t>(f.integer("seed"));
   c.workers = static_cast<std::size_t>(f.integer("workers"));
-  c.device = Device(f.str("device"));
+  c.device = f.device("device");
   c.checkpoint = f.str("checkpoint");
   c.log = f.str("log");
   c.data_root = f.str("data");
@@ -292,6 +311,9 @@ int train_main(int argc, char** argv, const char* program, const char* summary, 
     train_fashion_mnist(model, config, input);
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: %s\n", program, e.message().c_str());
+    return 1;
+  } catch (const std::exception& e) {  // a bad flag value: --optimizer, --device
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 1;
   }
   return 0;
