@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -67,7 +68,7 @@ bool requires_grad_of(const T&) {
 }
 
 /// A new handle to the same memory and geometry as `raw`, with autograd terms.
-Tensor with_history(const Tensor& raw, const std::shared_ptr<Node>& node, std::uint32_t output_nr);
+Tensor with_history(Tensor&& raw, const std::shared_ptr<Node>& node, std::uint32_t output_nr);
 
 }  // namespace detail
 
@@ -104,7 +105,7 @@ class Context {
     needs_ = std::move(needs);
     recording_ = true;
   }
-  void finish(const TensorList& raw_outputs) {
+  void finish(std::span<const Tensor> raw_outputs) {
     for (const Tensor& t : pending_) {
       int output_nr = -1;
       for (std::size_t i = 0; i < raw_outputs.size(); ++i) {
@@ -215,14 +216,11 @@ struct Function {
     detail::InputList inputs;
     (detail::collect_inputs(inputs, args), ...);
     auto node = std::make_shared<CppNode<Derived>>();
-    std::vector<Edge> edges;
     typename Context<Derived>::NeedsMask needs;
-    edges.reserve(inputs.size());
     for (const Tensor* t : inputs) {
-      edges.push_back(gradient_edge(*t));
-      needs.push_back(edges.back().is_valid());
+      node->add_next_edge(gradient_edge(*t));
+      needs.push_back(node->next_edges().back().is_valid());
     }
-    node->set_next_edges(std::move(edges));
     node->ctx.begin(node.get(), std::move(needs));
     if (is_anomaly_enabled()) node->set_creation_trace(capture_trace(Derived::name));
     Result raw;
@@ -231,14 +229,16 @@ struct Function {
       raw = Derived::forward(node->ctx, args...);
     }
     if constexpr (std::is_same_v<Result, Tensor>) {
-      node->ctx.finish({raw});
-      return detail::with_history(raw, node, node->add_output(raw));
+      node->ctx.finish(std::span<const Tensor>(&raw, 1));
+      const std::uint32_t output_nr = node->add_output(raw);
+      return detail::with_history(std::move(raw), node, output_nr);
     } else {
       node->ctx.finish(raw);
-      TensorList out;
-      out.reserve(raw.size());
-      for (const Tensor& r : raw) out.push_back(detail::with_history(r, node, node->add_output(r)));
-      return out;
+      for (Tensor& r : raw) {
+        const std::uint32_t output_nr = node->add_output(r);
+        r = detail::with_history(std::move(r), node, output_nr);
+      }
+      return raw;
     }
   }
 };

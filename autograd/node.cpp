@@ -12,7 +12,9 @@ const char* node_name(const autograd::Node& node) { return node.name(); }
 namespace autograd {
 
 namespace {
-std::atomic<std::uint64_t> g_next_sequence_nr{0};
+// Per thread, as in PyTorch: the number only orders nodes of one graph, which one thread
+// records, and a shared atomic counter cost a locked instruction on every recorded op.
+thread_local std::uint64_t t_next_sequence_nr = 0;
 
 // Nodes whose last owner is being destroyed, collected so that destruction is a loop rather
 // than a recursion through next_edges (a 100,000-op chain would otherwise overflow the stack).
@@ -20,7 +22,7 @@ thread_local std::vector<std::shared_ptr<Node>> t_graveyard;
 thread_local bool t_draining = false;
 }  // namespace
 
-Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+Node::Node() : sequence_nr_(t_next_sequence_nr++) {}
 
 Node::~Node() {
   for (Edge& e : next_edges_) {

@@ -10,13 +10,13 @@
 // Read next: autograd/saved_variable.h, autograd/function.h.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/small_vector.h"
 #include "core/tensor.h"
 
 namespace kiln::autograd {
@@ -39,6 +39,11 @@ struct OutputMeta {
   Device device = kCPU;
 };
 
+/// Most ops take one to three tensors and return one: kept inline in the node, recording an
+/// op allocates nothing for them.
+using EdgeList = SmallVector<Edge, 3>;
+using OutputMetaList = SmallVector<OutputMeta, 1>;
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
@@ -56,10 +61,10 @@ class Node : public std::enable_shared_from_this<Node> {
   /// Descriptions of the saved tensors, for graphs and explanations.
   virtual std::vector<std::string> saved_summary() const { return {}; }
 
-  const std::vector<Edge>& next_edges() const { return next_edges_; }
-  void set_next_edges(std::vector<Edge> edges) { next_edges_ = std::move(edges); }
+  const EdgeList& next_edges() const { return next_edges_; }
+  void add_next_edge(Edge edge) { next_edges_.push_back(std::move(edge)); }
   std::uint32_t num_outputs() const { return static_cast<std::uint32_t>(outputs_.size()); }
-  const std::vector<OutputMeta>& output_meta() const { return outputs_; }
+  const OutputMetaList& output_meta() const { return outputs_; }
   std::uint32_t add_output(const Tensor& t) {
     outputs_.push_back({t.sizes().vec(), t.dtype(), t.device()});
     return num_outputs() - 1;
@@ -82,8 +87,8 @@ class Node : public std::enable_shared_from_this<Node> {
   /// AccumulateGrad runs as soon as it is ready (PyTorch gives it the largest number).
   void run_first() { sequence_nr_ = UINT64_MAX; }
 
-  std::vector<Edge> next_edges_;
-  std::vector<OutputMeta> outputs_;
+  EdgeList next_edges_;
+  OutputMetaList outputs_;
 
  private:
   struct PreHook {

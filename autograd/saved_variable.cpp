@@ -10,7 +10,7 @@ std::string type_and_shape(const Tensor& t) {
   if (t.is_cuda()) s += "cuda.";
   s += scalar_type_name(t.dtype());
   s += "Tensor ";
-  return s + detail::str_cat(t.sizes());
+  return s + kiln::detail::str_cat(t.sizes());
 }
 
 SavedVariable::SavedVariable(const Tensor& t, int output_nr)
@@ -37,9 +37,9 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
   if (data_._version() != saved_version_) {
     std::string which;
     if (output_nr_ >= 0 && owner) {
-      which = detail::str_cat(", which is output ", output_nr_, " of ", owner->name(), ",");
+      which = kiln::detail::str_cat(", which is output ", output_nr_, " of ", owner->name(), ",");
     } else if (auto p = producer_.lock()) {
-      which = detail::str_cat(", which is output ", producer_output_, " of ", p->name(), ",");
+      which = kiln::detail::str_cat(", which is output ", producer_output_, " of ", p->name(), ",");
     }
     KILN_FAIL("one of the variables needed for gradient computation has been modified by an "
               "inplace operation: [", type_and_shape(data_), "]", which, " is at version ",

@@ -17,9 +17,14 @@
 
 namespace kiln {
 
+class Tensor;
+
 namespace autograd {
 class Node;  // defined in autograd/node.h; core only holds pointers. See Note [Layering].
+namespace detail {
+Tensor with_history(Tensor&& raw, const std::shared_ptr<Node>& node, std::uint32_t output_nr);
 }
+}  // namespace autograd
 
 struct AutogradMeta;
 
@@ -104,6 +109,19 @@ class TensorImpl {
   Provenance provenance_;
   mutable bool made_without_grad_ = false;
   std::atomic<AutogradMeta*> autograd_meta_{nullptr};  // owned; see autograd_meta()
+
+  // An op's raw output that nothing else has seen yet gets its history here instead of being
+  // copied into a second TensorImpl: no one could have observed it without one, so the
+  // contract holds, and recording an op saves an allocation (Note [The creation contract]).
+  friend Tensor autograd::detail::with_history(Tensor&& raw,
+                                               const std::shared_ptr<autograd::Node>& node,
+                                               std::uint32_t output_nr);
+  void adopt_history_of_unseen_output(std::shared_ptr<autograd::Node> grad_fn,
+                                      std::uint32_t output_nr) {
+    requires_grad_ = true;
+    grad_fn_ = std::move(grad_fn);
+    output_nr_ = output_nr;
+  }
 };
 
 }  // namespace kiln

@@ -52,7 +52,9 @@ TEST_P(AutocastOpTable, RunsInADocumentedDtypeAndMatchesFloat32) {
     if (!out.requires_grad() || out.numel() == 0) continue;
     out.to(kFloat32).sum().backward();
     for (const Tensor& in : inputs) {
-      if (in.requires_grad() && in.grad().defined()) EXPECT_EQ(in.grad().dtype(), kFloat32);
+      if (in.requires_grad() && in.grad().defined()) {
+        EXPECT_EQ(in.grad().dtype(), kFloat32);
+      }
     }
   }
 }
