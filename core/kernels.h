@@ -60,6 +60,24 @@ using Col2ImKernel = void (*)(const Tensor& out, const Tensor& cols, const Im2Co
 // indices are flat positions in the H*W plane.
 using MaxPoolKernel = void (*)(const Tensor& values, const Tensor& indices, const Tensor& input,
                                const Im2ColGeometry& g);
+// Convolution as one kernel per direction: cuDNN on CUDA, unfold + GEMM on the CPU (where
+// conv2d itself keeps the composite graph: `replaces_unfold` is false). All tensors
+// contiguous; input [N, C, H, W], weight [O, C/groups, kh, kw], output [N, O, out_h, out_w];
+// g describes the input and the window.
+// The two backward kernels are the adjoints of the forward in one argument each.
+struct ConvKernels {
+  using Forward = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight,
+                           const Im2ColGeometry& g, std::int64_t groups);
+  using BackwardInput = void (*)(const Tensor& grad_input, const Tensor& grad_output,
+                                 const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups);
+  using BackwardWeight = void (*)(const Tensor& grad_weight, const Tensor& grad_output,
+                                  const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
+  Forward forward = nullptr;
+  BackwardInput backward_input = nullptr;
+  BackwardWeight backward_weight = nullptr;
+  /// True where conv2d should use these kernels instead of unfold + GEMM.
+  bool replaces_unfold = false;
+};
 // Fills self with random values; a and b are the distribution's parameters.
 using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
 // One fused Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq with
@@ -90,6 +108,7 @@ struct BackendKernels {
   Im2ColKernel im2col = nullptr;
   Col2ImKernel col2im = nullptr;
   MaxPoolKernel max_pool2d = nullptr;
+  ConvKernels conv2d{};
   RandomKernel random = nullptr;
   AdamKernel adam = nullptr;
   UnscaleKernel unscale = nullptr;

@@ -98,6 +98,75 @@ struct MaxPool2dFn : Function<MaxPool2dFn> {
   }
 };
 
+// Convolution through the backend's library (cuDNN), with the two adjoints as ops of their
+// own. Each of the three is linear in both tensor arguments, and the derivative of each is
+// one of the others, so every order of derivative stays on the library path:
+//   y  = conv(x, w)          dL/dx = Bx(gy, w),     dL/dw = Bw(gy, x)
+//   gx = Bx(gy, w)           d/dgy = conv(ggx, w),  d/dw  = Bw(gy, ggx)
+//   gw = Bw(gy, x)           d/dgy = conv(x, ggw),  d/dx  = Bx(gy, ggw)
+// (from <ggx, Bx(gy, w)> = <conv(ggx, w), gy> = <Bw(gy, ggx), w>, the adjoint identities).
+struct ConvGeometry {
+  Im2ColGeometry geometry;
+  std::int64_t groups = 1;
+  Shape input_sizes, weight_sizes;
+};
+
+struct ConvolutionFn : Function<ConvolutionFn> {
+  static constexpr const char* name = "ConvolutionBackward0";
+  using Saved = ConvGeometry;
+  static Tensor forward(Context<ConvolutionFn>& ctx, const Tensor& x, const Tensor& w, const Im2ColGeometry& g,
+                        std::int64_t groups) {
+    ctx.saved = {g, groups, x.sizes().vec(), w.sizes().vec()};
+    ctx.save_for_backward({x, w});
+    return ops::convolution(x, w, g, groups);
+  }
+  static TensorList backward(Context<ConvolutionFn>& ctx, const TensorList& grads);
+};
+
+struct ConvolutionBackwardInputFn : Function<ConvolutionBackwardInputFn> {
+  static constexpr const char* name = "ConvolutionBackwardBackward0";
+  using Saved = ConvGeometry;
+  static Tensor forward(Context<ConvolutionBackwardInputFn>& ctx, const Tensor& gy, const Tensor& w,
+                        const ConvGeometry& c) {
+    ctx.saved = c;
+    ctx.save_for_backward({gy, w});
+    return ops::convolution_backward_input(gy, w, c.input_sizes, c.geometry, c.groups);
+  }
+  static TensorList backward(Context<ConvolutionBackwardInputFn>& ctx, const TensorList& grads);
+};
+
+struct ConvolutionBackwardWeightFn : Function<ConvolutionBackwardWeightFn> {
+  static constexpr const char* name = "ConvolutionBackwardBackward1";
+  using Saved = ConvGeometry;
+  static Tensor forward(Context<ConvolutionBackwardWeightFn>& ctx, const Tensor& gy, const Tensor& x,
+                        const ConvGeometry& c) {
+    ctx.saved = c;
+    ctx.save_for_backward({gy, x});
+    return ops::convolution_backward_weight(gy, x, c.weight_sizes, c.geometry, c.groups);
+  }
+  static TensorList backward(Context<ConvolutionBackwardWeightFn>& ctx, const TensorList& grads);
+};
+
+TensorList ConvolutionFn::backward(Context<ConvolutionFn>& ctx, const TensorList& grads) {
+  const TensorList s = ctx.get_saved_variables();  // x, w
+  return {ctx.needs_input_grad(0) ? ConvolutionBackwardInputFn::apply(grads[0], s[1], ctx.saved) : Tensor(),
+          ctx.needs_input_grad(1) ? ConvolutionBackwardWeightFn::apply(grads[0], s[0], ctx.saved) : Tensor()};
+}
+
+TensorList ConvolutionBackwardInputFn::backward(Context<ConvolutionBackwardInputFn>& ctx, const TensorList& grads) {
+  const TensorList s = ctx.get_saved_variables();  // gy, w
+  const ConvGeometry& c = ctx.saved;
+  return {ctx.needs_input_grad(0) ? ConvolutionFn::apply(grads[0], s[1], c.geometry, c.groups) : Tensor(),
+          ctx.needs_input_grad(1) ? ConvolutionBackwardWeightFn::apply(s[0], grads[0], c) : Tensor()};
+}
+
+TensorList ConvolutionBackwardWeightFn::backward(Context<ConvolutionBackwardWeightFn>& ctx, const TensorList& grads) {
+  const TensorList s = ctx.get_saved_variables();  // gy, x
+  const ConvGeometry& c = ctx.saved;
+  return {ctx.needs_input_grad(0) ? ConvolutionFn::apply(s[1], grads[0], c.geometry, c.groups) : Tensor(),
+          ctx.needs_input_grad(1) ? ConvolutionBackwardInputFn::apply(s[0], grads[0], c) : Tensor()};
+}
+
 void check_4d(const char* op, const Tensor& input) {
   KILN_CHECK(input.dim() == 4, op, ": Expected 4D (batched) input [N, C, H, W], but got input of size: ",
              input.sizes());
@@ -123,8 +192,11 @@ Tensor fold(const Tensor& input, Pair output_size, Pair kernel_size, Pair dilati
   return FoldFn::apply(input, g);
 }
 
-static Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride,
-                          Pair padding, Pair dilation, std::int64_t groups) {
+namespace {
+
+/// The checked geometry of a 2-D convolution (PyTorch's messages for mismatched shapes).
+Im2ColGeometry conv2d_geometry(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride,
+                               Pair padding, Pair dilation, std::int64_t groups) {
   check_4d("conv2d", input);
   KILN_CHECK(weight.dim() == 4, "conv2d: Expected 4D weight [out_channels, in_channels/groups, kh, "
              "kw], but got weight of size: ", weight.sizes());
@@ -138,8 +210,23 @@ static Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tenso
   KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.sizes()[0] == O), "Given weight of size ",
              weight.sizes(), ", expected bias to be 1-dimensional with ", O,
              " elements, but got bias of size ", bias.sizes(), " instead");
-  const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), {weight.sizes()[2], weight.sizes()[3]},
-                                                dilation, padding, stride);
+  return ops::im2col_geometry(input.sizes(), {weight.sizes()[2], weight.sizes()[3]}, dilation, padding, stride);
+}
+
+Tensor convolution_impl(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
+                        Pair dilation, std::int64_t groups) {
+  const Im2ColGeometry g = conv2d_geometry(input, weight, bias, stride, padding, dilation, groups);
+  const Tensor out = ConvolutionFn::apply(input, weight, g, groups);
+  return bias.defined() ? out + bias.view({1, weight.sizes()[0], 1, 1}) : out;
+}
+
+Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
+                   Pair dilation, std::int64_t groups) {
+  if (ops::conv2d_uses_convolution_kernels(input.device())) {
+    return convolution_impl(input, weight, bias, stride, padding, dilation, groups);
+  }
+  const Im2ColGeometry g = conv2d_geometry(input, weight, bias, stride, padding, dilation, groups);
+  const std::int64_t C = input.sizes()[1], O = weight.sizes()[0];
   // One GEMM for the whole batch: [O, C*kh*kw] @ [C*kh*kw, N*L] -> [O, N*L].
   const Tensor cols = UnfoldColumnsFn::apply(input, g);
   const std::int64_t N = input.sizes()[0];
@@ -159,10 +246,18 @@ static Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tenso
   return bias.defined() ? out + bias.view({1, O, 1, 1}) : out.contiguous();
 }
 
+}  // namespace
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride,
               Pair padding, Pair dilation, std::int64_t groups) {
   return amp::run<amp::CastPolicy::LowerPrecision>(conv2d_impl, input, weight, bias, stride, padding, dilation,
                                                    groups);
+}
+
+Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
+                   Pair dilation, std::int64_t groups) {
+  return amp::run<amp::CastPolicy::LowerPrecision>(convolution_impl, input, weight, bias, stride, padding,
+                                                   dilation, groups);
 }
 
 namespace {

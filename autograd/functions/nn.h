@@ -55,6 +55,13 @@ using Pair = std::array<std::int64_t, 2>;
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
               Pair stride = {1, 1}, Pair padding = {0, 0}, Pair dilation = {1, 1},
               std::int64_t groups = 1);
+/// conv2d through the backend's convolution kernels whatever the device (cuDNN on CUDA, where
+/// conv2d uses them too; unfold + GEMM kernels on the CPU), like PyTorch's at::convolution
+/// without the transposed case. Its backward is two ops of their own, so it is
+/// differentiable to any order.
+Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
+                   Pair stride = {1, 1}, Pair padding = {0, 0}, Pair dilation = {1, 1},
+                   std::int64_t groups = 1);
 /// stride defaults to the kernel size, as in PyTorch.
 Tensor max_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride = std::nullopt,
                   Pair padding = {0, 0}, Pair dilation = {1, 1});

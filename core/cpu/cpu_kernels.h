@@ -31,6 +31,12 @@ void scatter_kernel(const Tensor& out, std::int64_t dim, const Tensor& index, co
 void im2col_kernel(const Tensor& cols, const Tensor& input, const Im2ColGeometry& g,
                    double pad_value);
 void col2im_kernel(const Tensor& out, const Tensor& cols, const Im2ColGeometry& g);
+void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
+                           std::int64_t groups);
+void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
+                                  const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                                   const Im2ColGeometry& g, std::int64_t groups);
 void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor& input, const Im2ColGeometry& g);
 void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
 void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,

@@ -24,6 +24,7 @@ void register_kernels(BackendKernels& t) {
   t.im2col = &im2col_kernel;
   t.col2im = &col2im_kernel;
   t.max_pool2d = &max_pool2d_kernel;
+  t.conv2d = {&conv2d_forward_kernel, &conv2d_backward_input_kernel, &conv2d_backward_weight_kernel};
   t.random = &random_kernel;
   t.adam = &adam_kernel;
   t.unscale = &unscale_kernel;

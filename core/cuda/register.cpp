@@ -18,6 +18,13 @@
 namespace kiln::cuda {
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);  // blas.cpp
+// cudnn.cpp
+void cudnn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
+                          std::int64_t groups);
+void cudnn_conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
+                                 const Im2ColGeometry& g, std::int64_t groups);
+void cudnn_conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                                  const Im2ColGeometry& g, std::int64_t groups);
 
 namespace {
 
@@ -365,6 +372,8 @@ void register_kernels(BackendKernels& t) {
   t.im2col = &im2col;
   t.col2im = &col2im;
   t.max_pool2d = &max_pool2d;
+  t.conv2d = {&cudnn_conv2d_forward, &cudnn_conv2d_backward_input, &cudnn_conv2d_backward_weight,
+              /*replaces_unfold=*/true};
   t.random = &random;
   t.adam = &adam;
   t.unscale = &unscale;

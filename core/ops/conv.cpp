@@ -2,6 +2,7 @@
 #include "core/ops/conv.h"
 
 #include "core/ops/allocate.h"
+#include "core/ops/checks.h"
 #include "core/ops/copy.h"
 
 namespace kiln::ops {
@@ -89,6 +90,49 @@ Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t ba
   require_kernel(kernels_for(cols.device().type()).col2im, "col2im", cols.device())(
       out, make_view(c, {batch, rows, l}, {l, batch * l, 1}, c.storage_offset(), "col2im"), g);
   return out;
+}
+
+bool conv2d_uses_convolution_kernels(Device device) {
+  return has_data(device) && kernels_for(device.type()).conv2d.replaces_unfold;
+}
+
+Tensor convolution(const Tensor& input, const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups) {
+  common_device({{"input", &input}, {"weight", &weight}});
+  check_floating("convolution", input);
+  KILN_CHECK_TYPE(input.dtype() == weight.dtype(), "Input type (", scalar_type_name(input.dtype()),
+                  ") and weight type (", scalar_type_name(weight.dtype()), ") should be the same");
+  Tensor out = empty_output({input.sizes()[0], weight.sizes()[0], g.out_h, g.out_w}, input.dtype(), input.device(),
+                            "convolution");
+  if (!has_data(input.device()) || out.numel() == 0) return out;
+  require_kernel(kernels_for(input.device().type()).conv2d.forward, "convolution", input.device())(
+      out, contiguous(input), contiguous(weight), g, groups);
+  return out;
+}
+
+Tensor convolution_backward_input(const Tensor& grad_output, const Tensor& weight, IntArrayRef input_sizes,
+                                  const Im2ColGeometry& g, std::int64_t groups) {
+  Tensor grad_input = empty_output(input_sizes, grad_output.dtype(), grad_output.device(), "convolution_backward");
+  if (!has_data(grad_output.device()) || grad_input.numel() == 0) return grad_input;
+  if (grad_output.numel() == 0 || weight.numel() == 0) {
+    fill_data(grad_input, 0);
+    return grad_input;
+  }
+  require_kernel(kernels_for(grad_output.device().type()).conv2d.backward_input, "convolution_backward",
+                 grad_output.device())(grad_input, contiguous(grad_output), contiguous(weight), g, groups);
+  return grad_input;
+}
+
+Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, IntArrayRef weight_sizes,
+                                   const Im2ColGeometry& g, std::int64_t groups) {
+  Tensor grad_weight = empty_output(weight_sizes, grad_output.dtype(), grad_output.device(), "convolution_backward");
+  if (!has_data(grad_output.device()) || grad_weight.numel() == 0) return grad_weight;
+  if (grad_output.numel() == 0 || input.numel() == 0) {
+    fill_data(grad_weight, 0);
+    return grad_weight;
+  }
+  require_kernel(kernels_for(grad_output.device().type()).conv2d.backward_weight, "convolution_backward",
+                 grad_output.device())(grad_weight, contiguous(grad_output), contiguous(input), g, groups);
+  return grad_weight;
 }
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Im2ColGeometry& g) {

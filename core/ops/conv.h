@@ -39,6 +39,18 @@ Tensor unfold_columns(const Tensor& x, const Im2ColGeometry& g);
 /// The adjoint of unfold_columns: [C*kh*kw, N*L] -> [N, C, H, W].
 Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t batch);
 
+/// True when conv2d on `device` should call `convolution` (cuDNN) rather than unfold + GEMM
+/// (Note [Convolution as unfold + GEMM]).
+bool conv2d_uses_convolution_kernels(Device device);
+/// The backend's convolution kernel of input [N, C, H, W] with weight [O, C/groups, kh, kw], no bias.
+Tensor convolution(const Tensor& input, const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups);
+/// Its adjoint in the input: the gradient of `input` (of `input_sizes`) given the output's.
+Tensor convolution_backward_input(const Tensor& grad_output, const Tensor& weight, IntArrayRef input_sizes,
+                                  const Im2ColGeometry& g, std::int64_t groups);
+/// Its adjoint in the weight: the gradient of the weight (of `weight_sizes`).
+Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, IntArrayRef weight_sizes,
+                                   const Im2ColGeometry& g, std::int64_t groups);
+
 /// 2-D max pooling: (values [N, C, oh, ow], indices into each H*W input plane as Int64).
 /// Padding never wins (it reads -inf); ties keep the first element of the window.
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Im2ColGeometry& g);

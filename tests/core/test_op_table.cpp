@@ -87,7 +87,8 @@ TEST(OpTableCoverage, EveryCpuKernelIsExercisedByAnEntry) {
   for (int i = 0; i < static_cast<int>(UnaryOp::kCount); ++i) required.push_back(op_name(static_cast<UnaryOp>(i)));
   for (int i = 0; i < static_cast<int>(BinaryOp::kCount); ++i) required.push_back(op_name(static_cast<BinaryOp>(i)));
   for (const char* n : {"sum", "prod", "amax", "amin", "where", "copy", "fill", "arange", "arg_reduce", "bmm",
-                        "cat", "index_select", "index_add", "gather", "scatter", "im2col", "col2im", "max_pool2d", "random"}) {
+                        "cat", "index_select", "index_add", "gather", "scatter", "im2col", "col2im", "max_pool2d", "random",
+                        "conv2d"}) {
     required.push_back(n);
   }
   for (const std::string& name : required) EXPECT_TRUE(covered.count(name)) << "no op-table entry exercises kernel '" << name << "'";
@@ -101,7 +102,9 @@ TEST(OpTableCoverage, EveryCpuKernelIsExercisedByAnEntry) {
                         (const void*)cpu.arg_reduce, (const void*)cpu.bmm, (const void*)cpu.cat,
                         (const void*)cpu.index_select, (const void*)cpu.index_add, (const void*)cpu.gather,
                         (const void*)cpu.scatter, (const void*)cpu.im2col, (const void*)cpu.col2im,
-                        (const void*)cpu.max_pool2d, (const void*)cpu.random, (const void*)cpu.adam}) {
+                        (const void*)cpu.max_pool2d, (const void*)cpu.random, (const void*)cpu.adam,
+                        (const void*)cpu.conv2d.forward, (const void*)cpu.conv2d.backward_input,
+                        (const void*)cpu.conv2d.backward_weight}) {
     EXPECT_NE(k, nullptr);
   }
 }

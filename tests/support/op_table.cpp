@@ -420,6 +420,23 @@ std::vector<OpInfo> build() {
                       F({1, 1, 1, 1, 0, 1, 2, 0}, {2, 1, 2, 2})},
          {10, 14, 18, 26, 30, 34, 42, 46, 50, 57, 60, 63, 69, 72, 75, 81, 84, 87}, {1, 2, 3, 3}}},
        f64_f32(), true, {"im2col"}});
+  // The same convolutions through the backend's convolution kernels and their two adjoint ops.
+  add({"convolution", [](const TensorList& x) { return convolution(x[0], x[1], x[2], {2, 2}, {1, 1}); },
+       {{"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2}), F({0.5}, {1})},
+         {0.5, -1.5, 0.5, -7.5, -4.5, 7.5, 0.5, 13.5, 15.5}, {1, 1, 3, 3}},
+        {"channels and batch", {F(ramp(2 * 3 * 5 * 5), {2, 3, 5, 5}), F(ramp(4 * 3 * 9, 0.2), {4, 3, 3, 3}), F({0.1, -0.2, 0.3, 0}, {4})},
+         {}, {2, 4, 3, 3}}},
+       f64_f32(), true, {"conv2d"}});
+  add({"convolution_dilation", [](const TensorList& x) { return convolution(x[0], x[1], {}, {1, 1}, {0, 0}, {2, 2}); },
+       {{"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2})}, {-10, -10, -10, -10}, {1, 1, 2, 2}}},
+       f64_f32(), true, {"conv2d"}});
+  add({"convolution_groups", [](const TensorList& x) { return convolution(x[0], x[1], {}, {1, 1}, {0, 0}, {1, 1}, 2); },
+       {{"2 groups", {F([] { std::vector<double> v; for (int i = 0; i < 32; ++i) v.push_back(i); return v; }(), {1, 2, 4, 4}),
+                      F({1, 1, 1, 1, 0, 1, 2, 0}, {2, 1, 2, 2})},
+         {10, 14, 18, 26, 30, 34, 42, 46, 50, 57, 60, 63, 69, 72, 75, 81, 84, 87}, {1, 2, 3, 3}},
+        {"2 groups of 2 channels, batch of 2", {F(ramp(2 * 4 * 5 * 5), {2, 4, 5, 5}), F(ramp(8 * 2 * 9, 0.1), {8, 2, 3, 3})},
+         {}, {2, 8, 3, 3}}},
+       f64_f32(), true, {"conv2d"}});
   add({"max_pool2d", [](const TensorList& x) { return max_pool2d(x[0], {2, 2}); },
        {{"2x2", {F(img, {1, 1, 4, 4})}, {5, 7, 13, 15}, {1, 1, 2, 2}},
         {"channels", {F(ramp(2 * 2 * 4 * 4), {2, 2, 4, 4})}, {}, {2, 2, 2, 2}}},

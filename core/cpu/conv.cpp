@@ -1,0 +1,68 @@
+// core/cpu/conv.cpp — the CPU's convolution kernels: the library-convolution interface
+// (ConvKernels in core/kernels.h) implemented with unfold + GEMM, as PyTorch's CPU
+// slow_conv2d is. conv2d on the CPU calls unfold and mm directly (its graph is then the
+// composite one, Note [Convolution as unfold + GEMM]); these kernels give `convolution`, the
+// op that always takes the library path, a reference to be gradchecked against here and to be
+// compared with cuDNN on a GPU.
+// Read next: core/cuda/cudnn.cpp.
+#include "core/cpu/cpu_kernels.h"
+#include "core/ops/allocate.h"
+#include "core/ops/conv.h"
+#include "core/ops/copy.h"
+#include "core/ops/linalg.h"
+#include "core/ops/view.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+/// A gradient [N, O, oh, ow] as the rows of the column product: [O, N*oh*ow].
+Tensor output_rows(const Tensor& grad_output) {
+  const std::int64_t n = grad_output.sizes()[0], o = grad_output.sizes()[1];
+  return ops::view(ops::contiguous(ops::transpose(ops::view(grad_output, {n, o, -1}), 0, 1)), {o, -1});
+}
+
+/// out (a [groups * rows_a, cols] matrix) = per group, a_g @ b_g, where a_g and b_g are the
+/// group's row blocks of `a` and `b`, each transposed first when asked.
+void grouped_mm(const Tensor& out, const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                std::int64_t groups) {
+  const std::int64_t a_rows = a.sizes()[0] / groups, b_rows = b.sizes()[0] / groups,
+                     out_rows = out.sizes()[0] / groups;
+  for (std::int64_t i = 0; i < groups; ++i) {
+    Tensor ai = ops::narrow(a, 0, i * a_rows, a_rows), bi = ops::narrow(b, 0, i * b_rows, b_rows);
+    if (transpose_a) ai = ops::transpose(ai, 0, 1);
+    if (transpose_b) bi = ops::transpose(bi, 0, 1);
+    ops::copy_data(ops::narrow(out, 0, i * out_rows, out_rows), ops::mm(ai, bi));
+  }
+}
+
+}  // namespace
+
+// out[n, o] = sum over the group's (c, i, j) of weight[o, c, i, j] * window(n, c, i, j)
+void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
+                           std::int64_t groups) {
+  const std::int64_t n = input.sizes()[0], o = weight.sizes()[0];
+  const Tensor product = ops::empty_output({o, n * g.out_h * g.out_w}, out.dtype(), out.device(), "convolution");
+  grouped_mm(product, ops::view(weight, {o, -1}), false, ops::unfold_columns(input, g), false, groups);
+  ops::copy_data(out, ops::permute(ops::view(product, {o, n, g.out_h, g.out_w}), {1, 0, 2, 3}));
+}
+
+// The adjoint in the input: columns = weightᵀ @ gradient rows, folded back into images.
+void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
+                                  const Im2ColGeometry& g, std::int64_t groups) {
+  const std::int64_t n = grad_input.sizes()[0], o = weight.sizes()[0];
+  const Tensor cols = ops::empty_output({weight.numel() / o * groups, n * g.out_h * g.out_w}, grad_input.dtype(),
+                                        grad_input.device(), "convolution_backward");
+  grouped_mm(cols, ops::view(weight, {o, -1}), true, output_rows(grad_output), false, groups);
+  ops::copy_data(grad_input, ops::fold_columns(cols, g, n));
+}
+
+// The adjoint in the weight: gradient rows @ columnsᵀ, group by group.
+void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                                   const Im2ColGeometry& g, std::int64_t groups) {
+  const std::int64_t o = grad_weight.sizes()[0];
+  grouped_mm(ops::view(grad_weight, {o, -1}), output_rows(grad_output), false, ops::unfold_columns(input, g), true,
+             groups);
+}
+
+}  // namespace kiln::cpu
