@@ -78,6 +78,24 @@ struct ConvKernels {
   /// True where conv2d should use these kernels instead of unfold + GEMM.
   bool replaces_unfold = false;
 };
+// Training-mode batch normalisation as one kernel per direction: cuDNN on CUDA, raw ops on
+// the CPU (where batch_norm keeps its composite graph: `replaces_composite` is false). input
+// [N, C, *] contiguous; weight, bias and the statistics [C] in the statistics dtype (input's,
+// or Float32 for Float16/BFloat16 inputs, as cuDNN wants); save_mean
+// and save_invstd receive the batch mean and 1/sqrt(biased var + eps); running stats (may be
+// undefined) move by `momentum` towards the batch's, the variance unbiased, as in PyTorch.
+struct BatchNormKernels {
+  using Forward = void (*)(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                           const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Tensor& running_mean, const Tensor& running_var, double momentum, double eps);
+  using Backward = void (*)(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                            const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                            const Tensor& save_mean, const Tensor& save_invstd, double eps);
+  Forward forward = nullptr;
+  Backward backward = nullptr;
+  /// True where batch_norm should use these kernels instead of its composite graph.
+  bool replaces_composite = false;
+};
 // Fills self with random values; a and b are the distribution's parameters.
 using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
 // One fused Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq with
@@ -109,6 +127,7 @@ struct BackendKernels {
   Col2ImKernel col2im = nullptr;
   MaxPoolKernel max_pool2d = nullptr;
   ConvKernels conv2d{};
+  BatchNormKernels batch_norm{};
   RandomKernel random = nullptr;
   AdamKernel adam = nullptr;
   UnscaleKernel unscale = nullptr;

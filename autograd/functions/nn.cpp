@@ -1,6 +1,7 @@
 // autograd/functions/nn.cpp — losses, dropout, embedding and normalisation, all composed
 // from differentiable primitives (so gradcheck covers them through their parts, and their
-// double backward comes for free). Formulas follow PyTorch's, including its reductions and
+// double backward comes for free); batch_norm in training hands over to native_batch_norm
+// where the backend has batch-norm kernels (cuDNN). Formulas follow PyTorch's, including its reductions and
 // error messages.
 // Read next: autograd/functions/conv.cpp.
 #include "autograd/functions/nn.h"
@@ -11,6 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "core/creation.h"
 #include "core/ops/allocate.h"
+#include "core/ops/batch_norm.h"
 #include "core/ops/random.h"
 #include "core/ops/reduce.h"
 
@@ -225,6 +227,9 @@ static Tensor batch_norm_impl(const Tensor& input, const Tensor& running_mean, c
                      "got input size ", input.sizes(), "\n", msg::blame("input", input),
                      "\nHint: use drop_last in the DataLoader, call eval() for inference, or "
                      "make batches of at least 2.");
+    if (ops::batch_norm_uses_kernels(input, weight, bias, running_mean, running_var)) {
+      return std::get<0>(native_batch_norm(input, weight, bias, running_mean, running_var, true, momentum, eps));
+    }
     const Tensor mean = input.mean(dims, true);
     const Tensor var = input.var(dims, false, true);
     x_hat = (input - mean) / (var + eps).sqrt();

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <optional>
+#include <tuple>
 
 #include "core/tensor.h"
 
@@ -45,6 +46,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices,
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
+/// PyTorch's native_batch_norm: batch normalisation as one op through the backend's
+/// batch-norm kernels (cuDNN on CUDA, where batch_norm in training uses them too). Returns
+/// (output, save_mean, save_invstd), the last two the batch mean and 1/sqrt(var + eps), not
+/// differentiable. In evaluation it is batch_norm, and the two statistics are empty.
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                                     const Tensor& running_mean, const Tensor& running_var,
+                                                     bool training, double momentum = 0.1, double eps = 1e-5);
 /// Normalises over the last dims given by `normalized_shape`.
 Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);

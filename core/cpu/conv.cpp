@@ -4,7 +4,7 @@
 // composite one, Note [Convolution as unfold + GEMM]); these kernels give `convolution`, the
 // op that always takes the library path, a reference to be gradchecked against here and to be
 // compared with cuDNN on a GPU.
-// Read next: core/cuda/cudnn.cpp.
+// Read next: core/cuda/cudnn_conv.cpp.
 #include "core/cpu/cpu_kernels.h"
 #include "core/ops/allocate.h"
 #include "core/ops/conv.h"

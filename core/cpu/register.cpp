@@ -25,6 +25,7 @@ void register_kernels(BackendKernels& t) {
   t.col2im = &col2im_kernel;
   t.max_pool2d = &max_pool2d_kernel;
   t.conv2d = {&conv2d_forward_kernel, &conv2d_backward_input_kernel, &conv2d_backward_weight_kernel};
+  t.batch_norm = {&batch_norm_forward_kernel, &batch_norm_backward_kernel};
   t.random = &random_kernel;
   t.adam = &adam_kernel;
   t.unscale = &unscale_kernel;

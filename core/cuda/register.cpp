@@ -18,13 +18,20 @@
 namespace kiln::cuda {
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);  // blas.cpp
-// cudnn.cpp
+// cudnn_conv.cpp
 void cudnn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
                           std::int64_t groups);
 void cudnn_conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                                  const Im2ColGeometry& g, std::int64_t groups);
 void cudnn_conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                   const Im2ColGeometry& g, std::int64_t groups);
+// cudnn_batch_norm.cpp
+void cudnn_batch_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                              const Tensor& input, const Tensor& weight, const Tensor& bias,
+                              const Tensor& running_mean, const Tensor& running_var, double momentum, double eps);
+void cudnn_batch_norm_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                               const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                               const Tensor& save_mean, const Tensor& save_invstd, double eps);
 
 namespace {
 
@@ -374,6 +381,7 @@ void register_kernels(BackendKernels& t) {
   t.max_pool2d = &max_pool2d;
   t.conv2d = {&cudnn_conv2d_forward, &cudnn_conv2d_backward_input, &cudnn_conv2d_backward_weight,
               /*replaces_unfold=*/true};
+  t.batch_norm = {&cudnn_batch_norm_forward, &cudnn_batch_norm_backward, /*replaces_composite=*/true};
   t.random = &random;
   t.adam = &adam;
   t.unscale = &unscale;

@@ -20,6 +20,10 @@ namespace kiln::ops {
 // unfold's adjoint (it sums overlapping windows back), so each is the other's gradient,
 // and conv2d, max_pool2d and avg_pool2d get their backward - and double backward - from
 // unfold, fold, matmul, max and mean without a hand-written backward kernel.
+// That is conv2d on the CPU. On CUDA, conv2d calls cuDNN instead (ConvKernels with
+// replaces_unfold), through `convolution`: one op per direction, whose backward ops are each
+// other's derivatives (autograd/functions/conv.cpp). The CPU implements the same kernels with
+// unfold + GEMM, so that route is gradchecked without a GPU.
 
 /// The im2col geometry, validated, for an [N, C, H, W] input.
 Im2ColGeometry im2col_geometry(IntArrayRef input_sizes, std::array<std::int64_t, 2> kernel,

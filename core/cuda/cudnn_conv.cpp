@@ -1,4 +1,4 @@
-// core/cuda/cudnn.cpp — conv2d forward and both backward passes through cuDNN 9, on the
+// core/cuda/cudnn_conv.cpp — conv2d forward and both backward passes through cuDNN 9, on the
 // current stream, with the workspace taken from the caching allocator (a byte tensor that is
 // freed once the call is queued: the allocator's stream rule keeps it from being reused
 // before the kernel has run). cuDNN status codes become Kiln errors naming the call.
@@ -10,17 +10,14 @@
 // workspace can be allocated runs, and the choice is cached per shape.
 // Float32 runs in FMA math unless cuda::set_allow_tf32(true), as for cuBLAS (PyTorch's cuDNN
 // default is TF32; Kiln keeps one switch for both so results match the CPU by default).
-// Read next: core/cuda/register.cpp.
-#include <cudnn.h>
-
-#include <climits>
+// Read next: core/cuda/cudnn_batch_norm.cpp.
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <vector>
 
 #include "core/cuda/cuda.h"
-#include "core/cuda/cuda_check.h"
+#include "core/cuda/cudnn_common.h"
 #include "core/error.h"
 #include "core/kernel_params.h"
 #include "core/ops/allocate.h"
@@ -30,67 +27,10 @@ namespace kiln::cuda {
 
 namespace {
 
-void check_cudnn(cudnnStatus_t status, const char* call) {
-  KILN_CHECK(status == CUDNN_STATUS_SUCCESS, "cuDNN error: ", cudnnGetErrorString(status), " when calling `", call,
-             "`");
-}
-
-/// One handle per (thread, device), like cuBLAS's. Handles live as long as the thread:
-/// destroying them at exit races with the driver's own teardown.
-cudnnHandle_t handle_for(int device) {
-  thread_local std::map<int, cudnnHandle_t> handles;
-  auto it = handles.find(device);
-  if (it == handles.end()) {
-    DeviceGuard guard(device);
-    cudnnHandle_t handle = nullptr;
-    check_cudnn(cudnnCreate(&handle), "cudnnCreate");
-    it = handles.emplace(device, handle).first;
-  }
-  check_cudnn(cudnnSetStream(it->second, current_cuda_stream(device)), "cudnnSetStream");
-  return it->second;
-}
-
-/// A cuDNN descriptor owned for one call.
-template <class Handle, cudnnStatus_t (*Create)(Handle*), cudnnStatus_t (*Destroy)(Handle)>
-class Descriptor {
- public:
-  Descriptor() { check_cudnn(Create(&handle_), "cudnnCreate...Descriptor"); }
-  ~Descriptor() { Destroy(handle_); }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  Handle get() const { return handle_; }
-
- private:
-  Handle handle_ = nullptr;
-};
-using TensorDescriptor =
-    Descriptor<cudnnTensorDescriptor_t, &cudnnCreateTensorDescriptor, &cudnnDestroyTensorDescriptor>;
-using FilterDescriptor =
-    Descriptor<cudnnFilterDescriptor_t, &cudnnCreateFilterDescriptor, &cudnnDestroyFilterDescriptor>;
-using ConvolutionDescriptor =
-    Descriptor<cudnnConvolutionDescriptor_t, &cudnnCreateConvolutionDescriptor, &cudnnDestroyConvolutionDescriptor>;
-
-cudnnDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return CUDNN_DATA_FLOAT;
-    case DType::Float64: return CUDNN_DATA_DOUBLE;
-    case DType::Float16: return CUDNN_DATA_HALF;
-    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
-    default: break;
-  }
-  detail::throw_error<NotImplementedError>(std::source_location::current(), "\"cudnn_convolution\" not implemented for '",
-                                           scalar_type_name(dtype), "'");
-}
-
-int to_int(std::int64_t v, const char* what) {
-  KILN_CHECK(v >= 0 && v <= INT_MAX, "cuDNN takes 32-bit sizes, but ", what, " is ", v);
-  return static_cast<int>(v);
-}
-
 void set_4d(const TensorDescriptor& d, cudnnDataType_t type, IntArrayRef s) {
-  check_cudnn(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, type, to_int(s[0], "a batch size"),
-                                         to_int(s[1], "a channel count"), to_int(s[2], "a height"),
-                                         to_int(s[3], "a width")),
+  check_cudnn(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, type, cudnn_int(s[0], "a batch size"),
+                                         cudnn_int(s[1], "a channel count"), cudnn_int(s[2], "a height"),
+                                         cudnn_int(s[3], "a width")),
               "cudnnSetTensor4dDescriptor");
 }
 
@@ -103,21 +43,21 @@ struct ConvDescriptors {
 
   ConvDescriptors(IntArrayRef x_sizes, IntArrayRef w_sizes, IntArrayRef y_sizes, DType dtype,
                   const Im2ColGeometry& g, std::int64_t groups) {
-    const cudnnDataType_t type = data_type(dtype);
+    const cudnnDataType_t type = cudnn_data_type(dtype, "cudnn_convolution");
     set_4d(x, type, x_sizes);
     set_4d(y, type, y_sizes);
-    check_cudnn(cudnnSetFilter4dDescriptor(w.get(), type, CUDNN_TENSOR_NCHW, to_int(w_sizes[0], "out_channels"),
-                                           to_int(w_sizes[1], "in_channels / groups"),
-                                           to_int(w_sizes[2], "kernel_h"), to_int(w_sizes[3], "kernel_w")),
+    check_cudnn(cudnnSetFilter4dDescriptor(w.get(), type, CUDNN_TENSOR_NCHW, cudnn_int(w_sizes[0], "out_channels"),
+                                           cudnn_int(w_sizes[1], "in_channels / groups"),
+                                           cudnn_int(w_sizes[2], "kernel_h"), cudnn_int(w_sizes[3], "kernel_w")),
                 "cudnnSetFilter4dDescriptor");
     // Half types accumulate in float, as cuBLAS does; Float64 in double.
-    check_cudnn(cudnnSetConvolution2dDescriptor(conv.get(), to_int(g.pad_h, "pad_h"), to_int(g.pad_w, "pad_w"),
-                                                to_int(g.stride_h, "stride_h"), to_int(g.stride_w, "stride_w"),
-                                                to_int(g.dilation_h, "dilation_h"),
-                                                to_int(g.dilation_w, "dilation_w"), CUDNN_CROSS_CORRELATION,
+    check_cudnn(cudnnSetConvolution2dDescriptor(conv.get(), cudnn_int(g.pad_h, "pad_h"), cudnn_int(g.pad_w, "pad_w"),
+                                                cudnn_int(g.stride_h, "stride_h"), cudnn_int(g.stride_w, "stride_w"),
+                                                cudnn_int(g.dilation_h, "dilation_h"),
+                                                cudnn_int(g.dilation_w, "dilation_w"), CUDNN_CROSS_CORRELATION,
                                                 dtype == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
                 "cudnnSetConvolution2dDescriptor");
-    check_cudnn(cudnnSetConvolutionGroupCount(conv.get(), to_int(groups, "groups")), "cudnnSetConvolutionGroupCount");
+    check_cudnn(cudnnSetConvolutionGroupCount(conv.get(), cudnn_int(groups, "groups")), "cudnnSetConvolutionGroupCount");
     if (dtype == DType::Float16 || dtype == DType::BFloat16) {
       math = CUDNN_TENSOR_OP_MATH;
     } else if (dtype == DType::Float32 && !allow_tf32()) {
@@ -243,7 +183,7 @@ void run_pass(Pass pass, const Tensor& out, const Tensor& a, const Tensor& b, In
               IntArrayRef w_sizes, IntArrayRef y_sizes, const Im2ColGeometry& g, std::int64_t groups) {
   const int device = out.device().index() < 0 ? current_device() : out.device().index();
   DeviceGuard guard(device);
-  cudnnHandle_t handle = handle_for(device);
+  cudnnHandle_t handle = cudnn_handle(device);
   ConvDescriptors d(x_sizes, w_sizes, y_sizes, out.dtype(), g, groups);
 
   const ChoiceCache::Key key = ChoiceCache::key(pass, device, out.dtype(), x_sizes, w_sizes, g, groups, allow_tf32());
@@ -255,11 +195,9 @@ void run_pass(Pass pass, const Tensor& out, const Tensor& a, const Tensor& b, In
     choice_cache().store(key, choices);
   }
 
-  const bool is_double = out.dtype() == DType::Float64;
-  const double alpha_d = 1.0, beta_d = 0.0;
-  const float alpha_f = 1.0f, beta_f = 0.0f;
-  const void* alpha = is_double ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
-  const void* beta = is_double ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+  const BlendFactors blend(out.dtype());
+  const void* alpha = blend.one();
+  const void* beta = blend.zero();
 
   for (std::size_t i = 0; i < choices.size(); ++i) {
     const Choice& c = choices[i];
