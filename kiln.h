@@ -9,6 +9,7 @@
 // Read next: docs/internals.md (the reading path through the code).
 #pragma once
 
+#include "core/backends.h"
 #include "core/creation.h"
 #include "core/cuda/cuda.h"
 #include "core/device.h"

@@ -18,6 +18,10 @@ struct Im2ColGeometry {
   std::int64_t out_h = 0, out_w = 0;
 };
 
+/// Which pooling a PoolKernels call computes; the averages differ in the divisor at the
+/// borders: the whole window, or only its elements inside the input.
+enum class PoolMode : std::uint8_t { Max, AverageCountingPadding, AverageSkippingPadding };
+
 enum class RandomKind : std::uint8_t { Uniform, Normal, IntRange, Bernoulli };
 
 /// The scalars of one Adam/AdamW update (see optim/adam.h for the rule).

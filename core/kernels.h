@@ -60,10 +60,12 @@ using Col2ImKernel = void (*)(const Tensor& out, const Tensor& cols, const Im2Co
 // indices are flat positions in the H*W plane.
 using MaxPoolKernel = void (*)(const Tensor& values, const Tensor& indices, const Tensor& input,
                                const Im2ColGeometry& g);
-// Convolution as one kernel per direction: cuDNN on CUDA, unfold + GEMM on the CPU (where
-// conv2d itself keeps the composite graph: `replaces_unfold` is false). All tensors
-// contiguous; input [N, C, H, W], weight [O, C/groups, kh, kw], output [N, O, out_h, out_w];
-// g describes the input and the window.
+// The op kernels (core/backends.h): conv2d, training-mode batch_norm and the 2-D pools as
+// one kernel per direction. cuDNN on CUDA; on the CPU, reference implementations with raw ops
+// (unfold + GEMM for convolution), which its ops do not take by default.
+//
+// Convolution: all tensors contiguous; input [N, C, H, W], weight [O, C/groups, kh, kw],
+// output [N, O, out_h, out_w]; g describes the input and the window.
 // The two backward kernels are the adjoints of the forward in one argument each.
 struct ConvKernels {
   using Forward = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight,
@@ -75,12 +77,8 @@ struct ConvKernels {
   Forward forward = nullptr;
   BackwardInput backward_input = nullptr;
   BackwardWeight backward_weight = nullptr;
-  /// True where conv2d should use these kernels instead of unfold + GEMM.
-  bool replaces_unfold = false;
 };
-// Training-mode batch normalisation as one kernel per direction: cuDNN on CUDA, raw ops on
-// the CPU (where batch_norm keeps its composite graph: `replaces_composite` is false). input
-// [N, C, *] contiguous; weight, bias and the statistics [C] in the statistics dtype (input's,
+// Training-mode batch normalisation: input [N, C, *] contiguous; weight, bias and the statistics [C] in the statistics dtype (input's,
 // or Float32 for Float16/BFloat16 inputs, as cuDNN wants); save_mean
 // and save_invstd receive the batch mean and 1/sqrt(biased var + eps); running stats (may be
 // undefined) move by `momentum` towards the batch's, the variance unbiased, as in PyTorch.
@@ -93,8 +91,16 @@ struct BatchNormKernels {
                             const Tensor& save_mean, const Tensor& save_invstd, double eps);
   Forward forward = nullptr;
   Backward backward = nullptr;
-  /// True where batch_norm should use these kernels instead of its composite graph.
-  bool replaces_composite = false;
+};
+// 2-D max or average pooling without dilation: input [N, C, H, W] contiguous, output
+// [N, C, out_h, out_w]. The backward also gets the forward's input and output (cuDNN's max
+// backward finds each window's winner from them).
+struct PoolKernels {
+  using Forward = void (*)(const Tensor& out, const Tensor& input, const Im2ColGeometry& g, PoolMode mode);
+  using Backward = void (*)(const Tensor& grad_input, const Tensor& grad_output, const Tensor& input,
+                            const Tensor& output, const Im2ColGeometry& g, PoolMode mode);
+  Forward forward = nullptr;
+  Backward backward = nullptr;
 };
 // Fills self with random values; a and b are the distribution's parameters.
 using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
@@ -128,6 +134,9 @@ struct BackendKernels {
   MaxPoolKernel max_pool2d = nullptr;
   ConvKernels conv2d{};
   BatchNormKernels batch_norm{};
+  PoolKernels pool2d{};
+  /// Whether conv2d, batch_norm and the pools use the op kernels by default (core/backends.h).
+  bool prefers_op_kernels = false;
   RandomKernel random = nullptr;
   AdamKernel adam = nullptr;
   UnscaleKernel unscale = nullptr;

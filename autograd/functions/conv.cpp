@@ -2,9 +2,12 @@
 // primitives, unfold (im2col) and fold (col2im), plus matmul, max and mean
 // (Note [Convolution as unfold + GEMM] in core/ops/conv.h). unfold and fold are each
 // other's adjoint, so each is the other's backward, and everything built on them is
-// differentiable to any order.
+// differentiable to any order. On the op-kernel route (core/backends.h: cuDNN on CUDA),
+// conv2d and the pools are instead one op per direction: ConvolutionFn with its two adjoint
+// ops, and Pool2dFn.
 // Read next: nn/ (the modules that call these).
 #include "amp/autocast.h"
+#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
@@ -271,6 +274,56 @@ Tensor channel_windows(const Tensor& input, const Im2ColGeometry& g, double pad_
 
 }  // namespace
 
+
+namespace {
+
+// The pools through the backend's pool kernels (cuDNN), for windows without dilation. The
+// backward kernel is not built from differentiable ops, so with create_graph the backward is
+// the composite pool's vector-Jacobian product, recorded: both pools' input gradients are
+// linear in the output gradient, and do not depend on x except through which element wins a
+// max window, which is piecewise constant, so nothing of x's history is lost.
+Tensor max_pool2d_composite(const Tensor& input, const Im2ColGeometry& g) {
+  return MaxPool2dFn::apply(input, g)[0];  // the values, and each window's winner for backward
+}
+
+Tensor avg_pool2d_composite(const Tensor& input, const Im2ColGeometry& g, PoolMode mode) {
+  const Tensor windows = channel_windows(input, g, 0.0);
+  Tensor avg;
+  if (mode == PoolMode::AverageCountingPadding) {
+    avg = windows.mean(1);
+  } else {
+    // Divide by the number of real (non-padding) elements in each window.
+    const Tensor counts = channel_windows(ones({1, 1, g.height, g.width}, input.options()), g, 0.0).sum(1);
+    avg = windows.sum(1) / counts;
+  }
+  return avg.view({input.sizes()[0], input.sizes()[1], g.out_h, g.out_w});
+}
+
+template <bool IsMax>
+struct Pool2dFn : Function<Pool2dFn<IsMax>> {
+  static constexpr const char* name = IsMax ? "MaxPool2DBackward0" : "AvgPool2DBackward0";
+  struct Saved {
+    Im2ColGeometry geometry;
+    PoolMode mode = PoolMode::Max;
+  };
+  static Tensor forward(Context<Pool2dFn>& ctx, const Tensor& x, const Im2ColGeometry& g, PoolMode mode) {
+    Tensor y = ops::pool2d(x, g, mode);
+    ctx.saved = {g, mode};
+    ctx.save_for_backward({x, y});
+    return y;
+  }
+  static TensorList backward(Context<Pool2dFn>& ctx, const TensorList& grads) {
+    const TensorList s = ctx.get_saved_variables();  // x, y
+    const Im2ColGeometry& g = ctx.saved.geometry;
+    if (!is_grad_enabled()) return {ops::pool2d_backward(grads[0], s[0], s[1], g, ctx.saved.mode)};
+    const Tensor x = s[0].detach().as_leaf(true);
+    const Tensor y = IsMax ? max_pool2d_composite(x, g) : avg_pool2d_composite(x, g, ctx.saved.mode);
+    return autograd::grad({y}, {x}, {grads[0]}, /*retain_graph=*/false, /*create_graph=*/true);
+  }
+};
+
+}  // namespace
+
 Tensor max_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride, Pair padding,
                   Pair dilation) {
   check_4d("max_pool2d", input);
@@ -280,8 +333,8 @@ Tensor max_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> str
   }
   const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), kernel_size, dilation, padding,
                                                 stride.value_or(kernel_size));
-  // The values, and which element of each window won (for the backward).
-  return MaxPool2dFn::apply(input, g)[0];
+  if (ops::pool2d_uses_kernels(input.device(), g)) return Pool2dFn<true>::apply(input, g, PoolMode::Max);
+  return max_pool2d_composite(input, g);
 }
 
 Tensor avg_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride, Pair padding,
@@ -289,16 +342,12 @@ Tensor avg_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> str
   check_4d("avg_pool2d", input);
   const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), kernel_size, {1, 1}, padding,
                                                 stride.value_or(kernel_size));
-  const Tensor windows = channel_windows(input, g, 0.0);
-  Tensor avg;
-  if (count_include_pad || (padding[0] == 0 && padding[1] == 0)) {
-    avg = windows.mean(1);
-  } else {
-    // Divide by the number of real (non-padding) elements in each window.
-    const Tensor counts = channel_windows(ones({1, 1, g.height, g.width}, input.options()), g, 0.0).sum(1);
-    avg = windows.sum(1) / counts;
-  }
-  return avg.view({input.sizes()[0], input.sizes()[1], g.out_h, g.out_w});
+  // Without padding both divisors are the window size.
+  const PoolMode mode = count_include_pad || (padding[0] == 0 && padding[1] == 0)
+                            ? PoolMode::AverageCountingPadding
+                            : PoolMode::AverageSkippingPadding;
+  if (ops::pool2d_uses_kernels(input.device(), g)) return Pool2dFn<false>::apply(input, g, mode);
+  return avg_pool2d_composite(input, g, mode);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Pair output_size) {

@@ -43,6 +43,9 @@ void batch_norm_forward_kernel(const Tensor& out, const Tensor& save_mean, const
 void batch_norm_backward_kernel(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                                 const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                                 const Tensor& save_mean, const Tensor& save_invstd, double eps);
+void pool2d_forward_kernel(const Tensor& out, const Tensor& input, const Im2ColGeometry& g, PoolMode mode);
+void pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& input,
+                            const Tensor& output, const Im2ColGeometry& g, PoolMode mode);
 void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor& input, const Im2ColGeometry& g);
 void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
 void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,

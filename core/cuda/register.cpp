@@ -25,6 +25,10 @@ void cudnn_conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_ou
                                  const Im2ColGeometry& g, std::int64_t groups);
 void cudnn_conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                   const Im2ColGeometry& g, std::int64_t groups);
+// cudnn_pool.cpp
+void cudnn_pool2d_forward(const Tensor& out, const Tensor& input, const Im2ColGeometry& g, PoolMode mode);
+void cudnn_pool2d_backward(const Tensor& grad_input, const Tensor& grad_output, const Tensor& input,
+                           const Tensor& output, const Im2ColGeometry& g, PoolMode mode);
 // cudnn_batch_norm.cpp
 void cudnn_batch_norm_forward(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
                               const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -379,9 +383,10 @@ void register_kernels(BackendKernels& t) {
   t.im2col = &im2col;
   t.col2im = &col2im;
   t.max_pool2d = &max_pool2d;
-  t.conv2d = {&cudnn_conv2d_forward, &cudnn_conv2d_backward_input, &cudnn_conv2d_backward_weight,
-              /*replaces_unfold=*/true};
-  t.batch_norm = {&cudnn_batch_norm_forward, &cudnn_batch_norm_backward, /*replaces_composite=*/true};
+  t.conv2d = {&cudnn_conv2d_forward, &cudnn_conv2d_backward_input, &cudnn_conv2d_backward_weight};
+  t.batch_norm = {&cudnn_batch_norm_forward, &cudnn_batch_norm_backward};
+  t.pool2d = {&cudnn_pool2d_forward, &cudnn_pool2d_backward};
+  t.prefers_op_kernels = true;
   t.random = &random;
   t.adam = &adam;
   t.unscale = &unscale;

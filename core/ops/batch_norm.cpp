@@ -1,6 +1,7 @@
 // core/ops/batch_norm.cpp — validation and allocation around the batch-norm kernels.
 #include "core/ops/batch_norm.h"
 
+#include "core/backends.h"
 #include "core/kernels.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
@@ -36,7 +37,10 @@ DType batch_norm_stat_dtype(DType input) {
 bool batch_norm_uses_kernels(const Tensor& input, const Tensor& weight, const Tensor& bias,
                              const Tensor& running_mean, const Tensor& running_var) {
   if (!has_data(input.device()) || !input.is_floating_point()) return false;
-  if (!kernels_for(input.device().type()).batch_norm.replaces_composite) return false;
+  if (!backends::op_kernels_enabled(input.device().type()) ||
+      kernels_for(input.device().type()).batch_norm.forward == nullptr) {
+    return false;
+  }
   const DType stats = batch_norm_stat_dtype(input.dtype());
   for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) {
     if (t->defined() && (t->dtype() != stats || t->device() != input.device())) return false;

@@ -1,6 +1,7 @@
 // core/ops/conv.cpp — raw unfold and fold (see Note [Convolution as unfold + GEMM]).
 #include "core/ops/conv.h"
 
+#include "core/backends.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
 #include "core/ops/copy.h"
@@ -93,7 +94,8 @@ Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t ba
 }
 
 bool conv2d_uses_convolution_kernels(Device device) {
-  return has_data(device) && kernels_for(device.type()).conv2d.replaces_unfold;
+  return has_data(device) && backends::op_kernels_enabled(device.type()) &&
+         kernels_for(device.type()).conv2d.forward != nullptr;
 }
 
 Tensor convolution(const Tensor& input, const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups) {
@@ -133,6 +135,32 @@ Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& inpu
   require_kernel(kernels_for(grad_output.device().type()).conv2d.backward_weight, "convolution_backward",
                  grad_output.device())(grad_weight, contiguous(grad_output), contiguous(input), g, groups);
   return grad_weight;
+}
+
+bool pool2d_uses_kernels(Device device, const Im2ColGeometry& g) {
+  return has_data(device) && backends::op_kernels_enabled(device.type()) &&
+         kernels_for(device.type()).pool2d.forward != nullptr && g.dilation_h == 1 && g.dilation_w == 1;
+}
+
+Tensor pool2d(const Tensor& x, const Im2ColGeometry& g, PoolMode mode) {
+  KILN_CHECK(x.dim() == 4, "pool2d: expected a 4-D input [N, C, H, W], got ", x.sizes());
+  Tensor out = empty_output({x.sizes()[0], x.sizes()[1], g.out_h, g.out_w}, x.dtype(), x.device(), "pool2d");
+  if (!has_data(x.device()) || out.numel() == 0) return out;
+  require_kernel(kernels_for(x.device().type()).pool2d.forward, "pool2d", x.device())(out, contiguous(x), g, mode);
+  return out;
+}
+
+Tensor pool2d_backward(const Tensor& grad_output, const Tensor& x, const Tensor& output, const Im2ColGeometry& g,
+                       PoolMode mode) {
+  Tensor grad_input = empty_output(x.sizes(), x.dtype(), x.device(), "pool2d_backward");
+  if (!has_data(x.device()) || grad_input.numel() == 0) return grad_input;
+  if (output.numel() == 0) {
+    fill_data(grad_input, 0);
+    return grad_input;
+  }
+  require_kernel(kernels_for(x.device().type()).pool2d.backward, "pool2d_backward", x.device())(
+      grad_input, contiguous(grad_output), contiguous(x), contiguous(output), g, mode);
+  return grad_input;
 }
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Im2ColGeometry& g) {

@@ -20,8 +20,8 @@ namespace kiln::ops {
 // unfold's adjoint (it sums overlapping windows back), so each is the other's gradient,
 // and conv2d, max_pool2d and avg_pool2d get their backward - and double backward - from
 // unfold, fold, matmul, max and mean without a hand-written backward kernel.
-// That is conv2d on the CPU. On CUDA, conv2d calls cuDNN instead (ConvKernels with
-// replaces_unfold), through `convolution`: one op per direction, whose backward ops are each
+// That is conv2d on the CPU. On CUDA, conv2d calls cuDNN instead (the op-kernel route,
+// core/backends.h), through `convolution`: one op per direction, whose backward ops are each
 // other's derivatives (autograd/functions/conv.cpp). The CPU implements the same kernels with
 // unfold + GEMM, so that route is gradchecked without a GPU.
 
@@ -54,6 +54,15 @@ Tensor convolution_backward_input(const Tensor& grad_output, const Tensor& weigh
 /// Its adjoint in the weight: the gradient of the weight (of `weight_sizes`).
 Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, IntArrayRef weight_sizes,
                                    const Im2ColGeometry& g, std::int64_t groups);
+
+/// True when a pool with window `g` on `device` takes the op-kernel route (cuDNN): the route
+/// is on there and the window has no dilation, which cuDNN's pooling lacks.
+bool pool2d_uses_kernels(Device device, const Im2ColGeometry& g);
+/// 2-D pooling through the backend's pool kernels: [N, C, H, W] -> [N, C, out_h, out_w].
+Tensor pool2d(const Tensor& x, const Im2ColGeometry& g, PoolMode mode);
+/// Its backward: the gradient of x, from the output's gradient, x and the forward's output.
+Tensor pool2d_backward(const Tensor& grad_output, const Tensor& x, const Tensor& output, const Im2ColGeometry& g,
+                       PoolMode mode);
 
 /// 2-D max pooling: (values [N, C, oh, ow], indices into each H*W input plane as Int64).
 /// Padding never wins (it reads -inf); ties keep the first element of the window.

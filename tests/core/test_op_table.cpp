@@ -88,7 +88,7 @@ TEST(OpTableCoverage, EveryCpuKernelIsExercisedByAnEntry) {
   for (int i = 0; i < static_cast<int>(BinaryOp::kCount); ++i) required.push_back(op_name(static_cast<BinaryOp>(i)));
   for (const char* n : {"sum", "prod", "amax", "amin", "where", "copy", "fill", "arange", "arg_reduce", "bmm",
                         "cat", "index_select", "index_add", "gather", "scatter", "im2col", "col2im", "max_pool2d", "random",
-                        "conv2d", "batch_norm"}) {
+                        "conv2d", "batch_norm", "pool2d"}) {
     required.push_back(n);
   }
   for (const std::string& name : required) EXPECT_TRUE(covered.count(name)) << "no op-table entry exercises kernel '" << name << "'";
@@ -105,7 +105,8 @@ TEST(OpTableCoverage, EveryCpuKernelIsExercisedByAnEntry) {
                         (const void*)cpu.max_pool2d, (const void*)cpu.random, (const void*)cpu.adam,
                         (const void*)cpu.conv2d.forward, (const void*)cpu.conv2d.backward_input,
                         (const void*)cpu.conv2d.backward_weight, (const void*)cpu.batch_norm.forward,
-                        (const void*)cpu.batch_norm.backward}) {
+                        (const void*)cpu.batch_norm.backward, (const void*)cpu.pool2d.forward,
+                        (const void*)cpu.pool2d.backward}) {
     EXPECT_NE(k, nullptr);
   }
 }

@@ -444,6 +444,27 @@ std::vector<OpInfo> build() {
         {"2 groups of 2 channels, batch of 2", {F(ramp(2 * 4 * 5 * 5), {2, 4, 5, 5}), F(ramp(8 * 2 * 9, 0.1), {8, 2, 3, 3})},
          {}, {2, 8, 3, 3}}},
        f64_f32(), true, {"conv2d"}});
+  // The pools on the op-kernel route (cuDNN on CUDA; the CPU's reference pool kernels here).
+  add({"max_pool2d_op_kernels", [](const TensorList& x) {
+         backends::OpKernelsGuard route(DeviceType::CPU, true);
+         return max_pool2d(x[0], {3, 3}, Pair{2, 2}, {1, 1});
+       },
+       {{"3x3, stride 2, padding 1", {F(img, {1, 1, 4, 4})}, {5, 7, 13, 15}, {1, 1, 2, 2}},
+        {"channels and batch", {F(ramp(2 * 3 * 5 * 5), {2, 3, 5, 5})}, {}, {2, 3, 3, 3}}},
+       f64_f32(), true, {"pool2d"}});
+  add({"avg_pool2d_op_kernels", [](const TensorList& x) {
+         backends::OpKernelsGuard route(DeviceType::CPU, true);
+         return avg_pool2d(x[0], {3, 3}, Pair{2, 2}, {1, 1}, /*count_include_pad=*/false);
+       },
+       {{"3x3, stride 2, padding 1", {F(img, {1, 1, 4, 4})}, {2.5, 4, 8.5, 10}, {1, 1, 2, 2}},
+        {"channels and batch", {F(ramp(2 * 3 * 5 * 5), {2, 3, 5, 5})}, {}, {2, 3, 3, 3}}},
+       f64_f32(), true, {"pool2d"}});
+  add({"avg_pool2d_count_pad_op_kernels", [](const TensorList& x) {
+         backends::OpKernelsGuard route(DeviceType::CPU, true);
+         return avg_pool2d(x[0], {3, 3}, Pair{2, 2}, {1, 1}, /*count_include_pad=*/true);
+       },
+       {{"3x3, stride 2, padding 1", {F(img, {1, 1, 4, 4})}, {10.0 / 9, 24.0 / 9, 51.0 / 9, 10}, {1, 1, 2, 2}}},
+       f64_f32(), true, {"pool2d"}});
   add({"max_pool2d", [](const TensorList& x) { return max_pool2d(x[0], {2, 2}); },
        {{"2x2", {F(img, {1, 1, 4, 4})}, {5, 7, 13, 15}, {1, 1, 2, 2}},
         {"channels", {F(ramp(2 * 2 * 4 * 4), {2, 2, 4, 4})}, {}, {2, 2, 2, 2}}},
