@@ -129,8 +129,11 @@ void BM_HostToDevicePageable(benchmark::State& state) { host_to_device(state, fa
 BENCHMARK(BM_HostToDevicePinned)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_HostToDevicePageable)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// Argument cudnn: 1 takes the op-kernel route (cuDNN convolution, pooling, batch norm), 0 the
+// composite route over Kiln's kernels and cuBLAS (unfold + GEMM): each is the other's baseline.
 void BM_CnnTrainingStepFloat32(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
+  backends::OpKernelsGuard route(DeviceType::CUDA, state.range(0) != 0);
   manual_seed(0);
   examples::Cnn cnn;
   cnn.to(Device("cuda"));
@@ -143,6 +146,21 @@ void BM_CnnTrainingStepFloat32(benchmark::State& state) {
     sgd.step();
   });
 }
-BENCHMARK(BM_CnnTrainingStepFloat32)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CnnTrainingStepFloat32)->ArgName("cudnn")->Arg(1)->Arg(0)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// conv2d forward and backward on [128, 64, 56, 56] with a 3x3x64 kernel, padding 1.
+void BM_Conv2dForwardBackward(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  backends::OpKernelsGuard route(DeviceType::CUDA, state.range(0) != 0);
+  manual_seed(0);
+  const Tensor x = randn({128, 64, 56, 56}, TensorOptions().device(Device("cuda")).requires_grad(true));
+  const Tensor w = randn({64, 64, 3, 3}, TensorOptions().device(Device("cuda")).requires_grad(true));
+  time_on_device(state, [&] { conv2d(x, w, {}, {1, 1}, {1, 1}).sum().backward(); });
+  // forward, input gradient and weight gradient: each 2 * N * O * H * W * C * kh * kw flops
+  const double flops = 3 * 2.0 * 128 * 64 * 56 * 56 * 64 * 9;
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e12, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Conv2dForwardBackward)->ArgName("cudnn")->Arg(1)->Arg(0)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
