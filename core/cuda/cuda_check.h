@@ -8,7 +8,14 @@
 #include <cstdint>
 #include <source_location>
 
+namespace kiln {
+class Tensor;
+}
+
 namespace kiln::cuda {
+
+/// The index of the device `t` lives on (a "cuda" tensor without an index: the current one).
+int device_of(const Tensor& t);
 
 /// Throws a Kiln error for a failed CUDA runtime call; clears CUDA's sticky last error.
 void check(cudaError_t status, const char* call, std::source_location where = std::source_location::current());

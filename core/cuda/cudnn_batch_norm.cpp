@@ -6,6 +6,7 @@
 // saved mean and inverse standard deviation feed the backward.
 // Read next: core/cuda/register.cpp.
 #include "core/cuda/cuda.h"
+#include "core/cuda/cuda_check.h"
 #include "core/cuda/cudnn_common.h"
 #include "core/tensor.h"
 
@@ -30,8 +31,6 @@ struct BatchNormDescriptors {
                 "cudnnDeriveBNTensorDescriptor");
   }
 };
-
-int device_of(const Tensor& t) { return t.device().index() < 0 ? current_device() : t.device().index(); }
 
 void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data_ptr() : nullptr; }
 

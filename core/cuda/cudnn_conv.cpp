@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/cuda/cuda.h"
+#include "core/cuda/cuda_check.h"
 #include "core/cuda/cudnn_common.h"
 #include "core/error.h"
 #include "core/kernel_params.h"
@@ -181,7 +182,7 @@ std::size_t workspace_size(Pass pass, cudnnHandle_t handle, const ConvDescriptor
 /// Runs one pass: out = pass(a, b) with the best algorithm whose workspace fits in memory.
 void run_pass(Pass pass, const Tensor& out, const Tensor& a, const Tensor& b, IntArrayRef x_sizes,
               IntArrayRef w_sizes, IntArrayRef y_sizes, const Im2ColGeometry& g, std::int64_t groups) {
-  const int device = out.device().index() < 0 ? current_device() : out.device().index();
+  const int device = device_of(out);
   DeviceGuard guard(device);
   cudnnHandle_t handle = cudnn_handle(device);
   ConvDescriptors d(x_sizes, w_sizes, y_sizes, out.dtype(), g, groups);

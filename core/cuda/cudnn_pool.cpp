@@ -6,6 +6,7 @@
 // own kernels (ops::pool2d_uses_kernels).
 // Read next: core/cuda/cudnn_batch_norm.cpp.
 #include "core/cuda/cuda.h"
+#include "core/cuda/cuda_check.h"
 #include "core/cuda/cudnn_common.h"
 #include "core/kernel_params.h"
 #include "core/tensor.h"
@@ -47,8 +48,6 @@ struct PoolDescriptors {
                 "cudnnSetPooling2dDescriptor");
   }
 };
-
-int device_of(const Tensor& t) { return t.device().index() < 0 ? current_device() : t.device().index(); }
 
 }  // namespace
 

@@ -45,8 +45,6 @@ void require(bool launched, const std::string& op, DType dtype) {
   KILN_CHECK_NOT_IMPLEMENTED(launched, "\"", op, "_cuda\" not implemented for '", scalar_type_name(dtype), "'");
 }
 
-int device_of(const Tensor& t) { return t.device().index() < 0 ? current_device() : t.device().index(); }
-
 /// Sets the tensors' device current for the launch and names its current stream.
 class OnDevice {
  public:

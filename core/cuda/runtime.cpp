@@ -13,6 +13,7 @@
 #include "core/cuda/cuda.h"
 #include "core/cuda/cuda_check.h"
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace kiln::cuda {
 
@@ -113,6 +114,8 @@ thread_local std::vector<std::shared_ptr<Stream>> current_streams;
 int resolve(int device) { return device < 0 ? current_device() : device; }
 
 }  // namespace
+
+int device_of(const Tensor& t) { return resolve(t.device().index()); }
 
 Stream Stream::create(int device, int priority) {
   device = resolve(device);

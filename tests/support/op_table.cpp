@@ -382,20 +382,16 @@ std::vector<OpInfo> build() {
   add({"embedding_padding", [](const TensorList& x) { return embedding(x[0], x[1], 0); },
        {{"padding_idx 0", {F({0, 0, 1, 2, 3, 4}, {3, 2}), I({2, 0, 2, 1}, {2, 2})}, {3, 4, 0, 0, 3, 4, 1, 2}, {2, 2, 2}, false}},
        fl(), true, {}});
-  add({"batch_norm_train", [](const TensorList& x) {
-         return batch_norm(x[0], {}, {}, x[1], x[2], true);
-       },
-       {{"[3, 2]", {F({1, 2, 3, 6, 5, 10}, {3, 2}), F({1, 2}, {2}), F({0, 1}, {2})},
-         {-1.224742575, -1.4494885946, 0, 1, 1.224742575, 3.4494885946}, {3, 2}},
-        {"[2, 3, 2, 2]", {F(ramp(24), {2, 3, 2, 2}), F({1, 0.5, 2}, {3}), F({0, 0.1, -0.1}, {3})}, {}, {2, 3, 2, 2}}},
-       f64_f32(), true, {}});
-  add({"native_batch_norm", [](const TensorList& x) {
-         return std::get<0>(native_batch_norm(x[0], x[1], x[2], {}, {}, true));
-       },
-       {{"[3, 2]", {F({1, 2, 3, 6, 5, 10}, {3, 2}), F({1, 2}, {2}), F({0, 1}, {2})},
-         {-1.224742575, -1.4494885946, 0, 1, 1.224742575, 3.4494885946}, {3, 2}},
-        {"[2, 3, 2, 2]", {F(ramp(24), {2, 3, 2, 2}), F({1, 0.5, 2}, {3}), F({0, 0.1, -0.1}, {3})}, {}, {2, 3, 2, 2}}},
-       f64_f32(), true, {"batch_norm"}});
+  const std::vector<OpCase> batch_norm_cases{
+      {"[3, 2]", {F({1, 2, 3, 6, 5, 10}, {3, 2}), F({1, 2}, {2}), F({0, 1}, {2})},
+       {-1.224742575, -1.4494885946, 0, 1, 1.224742575, 3.4494885946}, {3, 2}},
+      {"[2, 3, 2, 2]", {F(ramp(24), {2, 3, 2, 2}), F({1, 0.5, 2}, {3}), F({0, 0.1, -0.1}, {3})}, {}, {2, 3, 2, 2}}};
+  add({"batch_norm_train", [](const TensorList& x) { return batch_norm(x[0], {}, {}, x[1], x[2], true); },
+       batch_norm_cases, f64_f32(), true, {}});
+  // The same through the batch-norm kernels (cuDNN on CUDA).
+  add({"native_batch_norm",
+       [](const TensorList& x) { return std::get<0>(native_batch_norm(x[0], x[1], x[2], {}, {}, true)); },
+       batch_norm_cases, f64_f32(), true, {"batch_norm"}});
   add({"batch_norm_eval", [](const TensorList& x) { return batch_norm(x[0], x[1], x[2], {}, {}, false); },
        {{"running stats", {F({1, 2, 3, 6, 5, 10}, {3, 2}), C({1, 2}, {2}), C({4, 1}, {2})},
          {0, 0, 0.99999875, 3.9999800001, 1.9999975, 7.9999600003}, {3, 2}}},
@@ -413,37 +409,32 @@ std::vector<OpInfo> build() {
        // kernel [[1, 0], [0, -1]] on 0..15: x[i][j] - x[i+1][j+1] = -5 everywhere
        {{"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2})}, std::vector<double>(9, -5), {1, 1, 3, 3}}},
        fl(), true, {"im2col"}});
+  const std::vector<OpCase> stride_pad_bias_cases{
+      {"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2}), F({0.5}, {1})},
+       {0.5, -1.5, 0.5, -7.5, -4.5, 7.5, 0.5, 13.5, 15.5}, {1, 1, 3, 3}},
+      {"channels and batch", {F(ramp(2 * 3 * 5 * 5), {2, 3, 5, 5}), F(ramp(4 * 3 * 9, 0.2), {4, 3, 3, 3}), F({0.1, -0.2, 0.3, 0}, {4})},
+       {}, {2, 4, 3, 3}}};
+  const std::vector<OpCase> dilation_cases{
+      {"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2})}, {-10, -10, -10, -10}, {1, 1, 2, 2}}};
+  const std::vector<OpCase> groups_cases{
+      {"2 groups", {F([] { std::vector<double> v; for (int i = 0; i < 32; ++i) v.push_back(i); return v; }(), {1, 2, 4, 4}),
+                    F({1, 1, 1, 1, 0, 1, 2, 0}, {2, 1, 2, 2})},
+       {10, 14, 18, 26, 30, 34, 42, 46, 50, 57, 60, 63, 69, 72, 75, 81, 84, 87}, {1, 2, 3, 3}},
+      {"2 groups of 2 channels, batch of 2", {F(ramp(2 * 4 * 5 * 5), {2, 4, 5, 5}), F(ramp(8 * 2 * 9, 0.1), {8, 2, 3, 3})},
+       {}, {2, 8, 3, 3}}};
   add({"conv2d_stride_pad_bias", [](const TensorList& x) { return conv2d(x[0], x[1], x[2], {2, 2}, {1, 1}); },
-       {{"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2}), F({0.5}, {1})},
-         {0.5, -1.5, 0.5, -7.5, -4.5, 7.5, 0.5, 13.5, 15.5}, {1, 1, 3, 3}},
-        {"channels and batch", {F(ramp(2 * 3 * 5 * 5), {2, 3, 5, 5}), F(ramp(4 * 3 * 9, 0.2), {4, 3, 3, 3}), F({0.1, -0.2, 0.3, 0}, {4})},
-         {}, {2, 4, 3, 3}}},
-       f64_f32(), true, {"im2col"}});
+       stride_pad_bias_cases, f64_f32(), true, {"im2col"}});
   add({"conv2d_dilation", [](const TensorList& x) { return conv2d(x[0], x[1], {}, {1, 1}, {0, 0}, {2, 2}); },
-       {{"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2})}, {-10, -10, -10, -10}, {1, 1, 2, 2}}},
-       f64_f32(), true, {"im2col"}});
+       dilation_cases, f64_f32(), true, {"im2col"}});
   add({"conv2d_groups", [](const TensorList& x) { return conv2d(x[0], x[1], {}, {1, 1}, {0, 0}, {1, 1}, 2); },
-       {{"2 groups", {F([] { std::vector<double> v; for (int i = 0; i < 32; ++i) v.push_back(i); return v; }(), {1, 2, 4, 4}),
-                      F({1, 1, 1, 1, 0, 1, 2, 0}, {2, 1, 2, 2})},
-         {10, 14, 18, 26, 30, 34, 42, 46, 50, 57, 60, 63, 69, 72, 75, 81, 84, 87}, {1, 2, 3, 3}}},
-       f64_f32(), true, {"im2col"}});
+       groups_cases, f64_f32(), true, {"im2col"}});
   // The same convolutions through the backend's convolution kernels and their two adjoint ops.
   add({"convolution", [](const TensorList& x) { return convolution(x[0], x[1], x[2], {2, 2}, {1, 1}); },
-       {{"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2}), F({0.5}, {1})},
-         {0.5, -1.5, 0.5, -7.5, -4.5, 7.5, 0.5, 13.5, 15.5}, {1, 1, 3, 3}},
-        {"channels and batch", {F(ramp(2 * 3 * 5 * 5), {2, 3, 5, 5}), F(ramp(4 * 3 * 9, 0.2), {4, 3, 3, 3}), F({0.1, -0.2, 0.3, 0}, {4})},
-         {}, {2, 4, 3, 3}}},
-       f64_f32(), true, {"conv2d"}});
+       stride_pad_bias_cases, f64_f32(), true, {"conv2d"}});
   add({"convolution_dilation", [](const TensorList& x) { return convolution(x[0], x[1], {}, {1, 1}, {0, 0}, {2, 2}); },
-       {{"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2})}, {-10, -10, -10, -10}, {1, 1, 2, 2}}},
-       f64_f32(), true, {"conv2d"}});
+       dilation_cases, f64_f32(), true, {"conv2d"}});
   add({"convolution_groups", [](const TensorList& x) { return convolution(x[0], x[1], {}, {1, 1}, {0, 0}, {1, 1}, 2); },
-       {{"2 groups", {F([] { std::vector<double> v; for (int i = 0; i < 32; ++i) v.push_back(i); return v; }(), {1, 2, 4, 4}),
-                      F({1, 1, 1, 1, 0, 1, 2, 0}, {2, 1, 2, 2})},
-         {10, 14, 18, 26, 30, 34, 42, 46, 50, 57, 60, 63, 69, 72, 75, 81, 84, 87}, {1, 2, 3, 3}},
-        {"2 groups of 2 channels, batch of 2", {F(ramp(2 * 4 * 5 * 5), {2, 4, 5, 5}), F(ramp(8 * 2 * 9, 0.1), {8, 2, 3, 3})},
-         {}, {2, 8, 3, 3}}},
-       f64_f32(), true, {"conv2d"}});
+       groups_cases, f64_f32(), true, {"conv2d"}});
   // The pools on the op-kernel route (cuDNN on CUDA; the CPU's reference pool kernels here).
   add({"max_pool2d_op_kernels", [](const TensorList& x) {
          backends::OpKernelsGuard route(DeviceType::CPU, true);
