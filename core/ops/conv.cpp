@@ -111,30 +111,36 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Im2ColGeomet
   return out;
 }
 
+namespace {
+
+/// One of convolution's adjoints: `kernel` writes the gradient of the argument of
+/// `result_sizes` from the output's gradient and the other argument.
+template <class Kernel>
+Tensor convolution_adjoint(Kernel kernel, const Tensor& grad_output, const Tensor& other, IntArrayRef result_sizes,
+                           const Im2ColGeometry& g, std::int64_t groups) {
+  Tensor result = empty_output(result_sizes, grad_output.dtype(), grad_output.device(), "convolution_backward");
+  if (!has_data(grad_output.device()) || result.numel() == 0) return result;
+  if (grad_output.numel() == 0 || other.numel() == 0) {
+    fill_data(result, 0);
+    return result;
+  }
+  require_kernel(kernel, "convolution_backward", grad_output.device())(result, contiguous(grad_output),
+                                                                       contiguous(other), g, groups);
+  return result;
+}
+
+}  // namespace
+
 Tensor convolution_backward_input(const Tensor& grad_output, const Tensor& weight, IntArrayRef input_sizes,
                                   const Im2ColGeometry& g, std::int64_t groups) {
-  Tensor grad_input = empty_output(input_sizes, grad_output.dtype(), grad_output.device(), "convolution_backward");
-  if (!has_data(grad_output.device()) || grad_input.numel() == 0) return grad_input;
-  if (grad_output.numel() == 0 || weight.numel() == 0) {
-    fill_data(grad_input, 0);
-    return grad_input;
-  }
-  require_kernel(kernels_for(grad_output.device().type()).conv2d.backward_input, "convolution_backward",
-                 grad_output.device())(grad_input, contiguous(grad_output), contiguous(weight), g, groups);
-  return grad_input;
+  return convolution_adjoint(kernels_for(grad_output.device().type()).conv2d.backward_input, grad_output, weight,
+                             input_sizes, g, groups);
 }
 
 Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, IntArrayRef weight_sizes,
                                    const Im2ColGeometry& g, std::int64_t groups) {
-  Tensor grad_weight = empty_output(weight_sizes, grad_output.dtype(), grad_output.device(), "convolution_backward");
-  if (!has_data(grad_output.device()) || grad_weight.numel() == 0) return grad_weight;
-  if (grad_output.numel() == 0 || input.numel() == 0) {
-    fill_data(grad_weight, 0);
-    return grad_weight;
-  }
-  require_kernel(kernels_for(grad_output.device().type()).conv2d.backward_weight, "convolution_backward",
-                 grad_output.device())(grad_weight, contiguous(grad_output), contiguous(input), g, groups);
-  return grad_weight;
+  return convolution_adjoint(kernels_for(grad_output.device().type()).conv2d.backward_weight, grad_output, input,
+                             weight_sizes, g, groups);
 }
 
 bool pool2d_uses_kernels(Device device, const Im2ColGeometry& g) {
