@@ -67,7 +67,8 @@ bool requires_grad_of(const T&) {
   return false;
 }
 
-/// A new handle to the same memory and geometry as `raw`, with autograd terms.
+/// `raw` with autograd terms: the same TensorImpl when nothing else holds it yet, otherwise a
+/// new one over the same memory and geometry.
 Tensor with_history(Tensor&& raw, const std::shared_ptr<Node>& node, std::uint32_t output_nr);
 
 }  // namespace detail

@@ -1,6 +1,7 @@
 // core/tensor_impl.h — TensorImpl: a Storage seen through sizes, strides (in elements) and an
 // offset, with a dtype, and the autograd terms of its contract (requires_grad, grad_fn,
-// output_nr). Everything here is fixed at construction: there are no setters. To change a
+// output_nr). Everything here is fixed at construction: there are no setters (one private
+// exception, for op outputs no one has seen yet: adopt_history_of_unseen_output). To change a
 // term you create a new tensor (to, contiguous, detach, clone). See Note [The creation contract].
 // Read next: core/tensor.h (the user-facing handle), core/autograd_meta.h.
 #pragma once
