@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   const auto input = [](const Tensor& images) { return examples::normalize_fashion(images); };
   const bool gpu = config.device.is_cuda();
   const char* low = gpu ? "Float16" : "BFloat16";
-  try {
+  return examples::run_reporting_errors("amp_train", [&] {
     std::printf("== mixed precision: autocast(%s, %s) + GradScaler ==\n", gpu ? "CUDA" : "CPU", low);
     config.mixed_precision = true;
     manual_seed(config.seed);
@@ -49,12 +49,6 @@ int main(int argc, char** argv) {
     std::printf("mixed precision: %.2fx the speed, accuracy %+.2f points\n",
                 mixed.samples_per_second / full.samples_per_second,
                 100 * (mixed.test_accuracy - full.test_accuracy));
-  } catch (const Error& e) {
-    std::fprintf(stderr, "amp_train: %s\n", e.message().c_str());
-    return 1;
-  } catch (const std::exception& e) {  // a bad flag value: --optimizer, --device
-    std::fprintf(stderr, "amp_train: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     const Tensor x = examples::normalize_fashion(images);
     return cnn ? x : x.flatten(1);
   };
-  try {
+  return examples::run_reporting_errors("fgsm", [&] {
     manual_seed(config.seed);
     std::unique_ptr<nn::Module> model;
     if (cnn) model = std::make_unique<examples::Cnn>();
@@ -112,12 +112,6 @@ int main(int argc, char** argv) {
     std::printf("\nwrote %s: top row originals (true label grey, prediction white), middle the perturbation "
                 "eps*sign(grad) at eps %.2f, bottom the adversarial images (prediction: white = still right, "
                 "dark = fooled)\n", flags.str("png").c_str(), show_eps);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "fgsm: %s\n", e.message().c_str());
-    return 1;
-  } catch (const std::exception& e) {  // a bad flag value: --optimizer, --device
-    std::fprintf(stderr, "fgsm: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

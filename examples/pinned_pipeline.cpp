@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   examples::add_common_flags(flags, defaults);
   flags.parse(argc, argv);
   const examples::TrainConfig c = examples::config_from(flags);
-  try {
+  return examples::run_reporting_errors("pinned_pipeline", [&] {
     const auto train = data::FashionMNIST::load(true, c.data_root);
     auto loader_with = [&](bool pin) {
       return data::DataLoader(train, {.batch_size = static_cast<std::size_t>(c.batch_size), .shuffle = true,
@@ -135,12 +135,6 @@ int main(int argc, char** argv) {
     }
     std::printf("\noverlap: the epoch takes %.2fx the time of pinned + synchronous\n",
                 overlapped.seconds / sync_pinned.seconds);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "pinned_pipeline: %s\n", e.message().c_str());
-    return 1;
-  } catch (const std::exception& e) {  // a bad flag value: --optimizer, --device
-    std::fprintf(stderr, "pinned_pipeline: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -296,6 +296,20 @@ inline TrainResult train_fashion_mnist(nn::Module& model, const TrainConfig& c,
                input);
 }
 
+/// Runs the body of an example's main(): a Kiln error, or a bad flag value met while running
+/// (--optimizer, --device), is reported as "program: message" with exit code 1.
+template <class Body>
+int run_reporting_errors(const char* program, Body body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.message().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+  }
+  return 1;
+}
+
 /// The whole main() of a program that trains `Model` on Fashion-MNIST: the common flags with
 /// these defaults, the seed, training, and a failure reported as "program: message".
 template <class Model>
@@ -307,16 +321,10 @@ int train_main(int argc, char** argv, const char* program, const char* summary, 
   const TrainConfig config = config_from(flags);
   manual_seed(config.seed);
   Model model;
-  try {
+  return run_reporting_errors(program, [&] {
     train_fashion_mnist(model, config, input);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "%s: %s\n", program, e.message().c_str());
-    return 1;
-  } catch (const std::exception& e) {  // a bad flag value: --optimizer, --device
-    std::fprintf(stderr, "%s: %s\n", program, e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }
 
 }  // namespace kiln::examples
