@@ -1,0 +1,92 @@
+// tests/bench/bench_reduce.cpp — sum and mean along each reduction layout (Note [Reduction
+// layouts] in core/cpu/reduce.cpp) beside memcpy of the same bytes: a reduction reads its input
+// once, so a copy of that input is the floor it is measured against.
+//   build/tests/bench/bench_reduce
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kiln.h"
+
+using namespace kiln;
+
+namespace {
+
+void set_bytes(benchmark::State& state, std::int64_t elements) {
+  state.SetBytesProcessed(state.iterations() * elements * static_cast<std::int64_t>(sizeof(float)));
+}
+
+void BM_MemcpyBaseline(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), n * sizeof(float));
+    benchmark::DoNotOptimize(dst.data());
+  }
+  set_bytes(state, state.range(0));
+}
+BENCHMARK(BM_MemcpyBaseline)->Arg(100'352)->Arg(1'000'000)->Arg(10'000'000)->UseRealTime();
+
+// Every element into one output (layout A with one block).
+void BM_SumAll(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  Tensor x = rand({n});
+  for (auto _ : state) benchmark::DoNotOptimize(x.sum().raw_data_ptr());
+  set_bytes(state, n);
+}
+BENCHMARK(BM_SumAll)->Arg(100'352)->Arg(1'000'000)->Arg(10'000'000)->UseRealTime();
+
+void BM_MeanAll(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  Tensor x = rand({n});
+  for (auto _ : state) benchmark::DoNotOptimize(x.mean().raw_data_ptr());
+  set_bytes(state, n);
+}
+BENCHMARK(BM_MeanAll)->Arg(10'000'000)->UseRealTime();
+
+// Layout A, many outputs: rows of softmax's width, and four long rows.
+void BM_SumLastDim(benchmark::State& state) {
+  const std::int64_t rows = state.range(0), cols = state.range(1);
+  Tensor x = rand({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(x.sum({1}).raw_data_ptr());
+  set_bytes(state, rows * cols);
+}
+BENCHMARK(BM_SumLastDim)->Args({256, 4096})->Args({4, 1'000'000})->UseRealTime();
+
+// Layout B: the reduced dim first (a bias gradient over the batch).
+void BM_SumFirstDim(benchmark::State& state) {
+  const std::int64_t rows = state.range(0), cols = state.range(1);
+  Tensor x = rand({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(x.sum({0}).raw_data_ptr());
+  set_bytes(state, rows * cols);
+}
+BENCHMARK(BM_SumFirstDim)->Args({128, 512})->Args({4096, 1024})->Args({1'000'000, 4})->UseRealTime();
+
+// Layout C: batch norm's per-channel reduction of [N, C, H, W] over {0, 2, 3}.
+void BM_SumChannels(benchmark::State& state) {
+  Tensor x = rand({128, 8, 28, 28});
+  for (auto _ : state) benchmark::DoNotOptimize(x.sum({0, 2, 3}).raw_data_ptr());
+  set_bytes(state, x.numel());
+}
+BENCHMARK(BM_SumChannels)->UseRealTime();
+
+void BM_MeanChannels(benchmark::State& state) {
+  Tensor x = rand({128, 8, 28, 28});
+  for (auto _ : state) benchmark::DoNotOptimize(x.mean({0, 2, 3}).raw_data_ptr());
+  set_bytes(state, x.numel());
+}
+BENCHMARK(BM_MeanChannels)->UseRealTime();
+
+void BM_MemcpyChannelsBaseline(benchmark::State& state) {
+  const std::size_t n = 128 * 8 * 28 * 28;
+  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), n * sizeof(float));
+    benchmark::DoNotOptimize(dst.data());
+  }
+  set_bytes(state, static_cast<std::int64_t>(n));
+}
+BENCHMARK(BM_MemcpyChannelsBaseline)->UseRealTime();
+
+}  // namespace
