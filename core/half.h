@@ -20,12 +20,12 @@ template <> struct op_math<Eigen::bfloat16> { using type = float; };
 template <class T> using OpMath = typename op_math<T>::type;
 
 template <class T> struct acc_type { using type = std::int64_t; };  // integers and bool
-template <> struct acc_type<float> { using type = float; };
+template <> struct acc_type<float> { using type = double; };
 template <> struct acc_type<double> { using type = double; };
 template <> struct acc_type<Eigen::half> { using type = float; };
 template <> struct acc_type<Eigen::bfloat16> { using type = float; };
-/// The type a reduction over T accumulates in (float sums are vectorised tree sums, which
-/// keep the error of a 1e7-element sum near 1e-6 relative).
+/// The type a serial reduction over T (a product) accumulates in. Floating sums have their
+/// own two tiers (Note [How Kiln sums] in core/cpu/cascade_sum.h).
 template <class T> using AccType = typename acc_type<T>::type;
 
 /// Converts between any two Kiln scalar types (half types go through float; bool is != 0).

@@ -1,13 +1,15 @@
 // core/cpu/reduce.cpp — CPU reductions (sum, prod, amax, amin) over any set of dims, and
 // max/min with indices along one dim.
-// Three layouts, picked per call (see Note [Reduction layouts]).
-// Read next: core/cpu/gemm.cpp.
+// Three layouts, picked per call (see Note [Reduction layouts]); floating sums add in the two
+// tiers of Note [How Kiln sums] in every layout.
+// Read next: core/cpu/cascade_sum.h, core/cpu/gemm.cpp.
 #include <algorithm>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/cpu/cascade_sum.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/indexer.h"
 #include "core/cpu/loops.h"
@@ -19,13 +21,16 @@ namespace kiln::cpu {
 // Note [Reduction layouts]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
 // A. The reduced elements of each output form one contiguous block (sum over the last dims
-//    of a contiguous tensor, softmax's row sums): each output reduces its block, vectorised
-//    by Eigen for float/double, outputs split across threads.
+//    of a contiguous tensor, softmax's row sums): each output reduces its block, vectorised,
+//    outputs split across threads (and a long block split too when there are fewer outputs
+//    than threads: the sum of a whole tensor).
 // B. The reduced dims all come before the kept dims of a contiguous tensor (the bias
 //    gradient: sum over the batch of [N, D]): view it as an [R, K] matrix and accumulate
 //    whole rows into K accumulators, which vectorises along K.
-// C. Anything else (batch_norm's [N, C, H, W] over {0, 2, 3}): permute the reduced dims to
-//    the back, copy to contiguous once, and use A. One extra pass beats a strided gather per
+// C. Anything else (batch_norm's [N, C, H, W] over {0, 2, 3}). A floating sum whose innermost
+//    reduced dims form a dense run of at least a row of lanes (H*W here) sums each run in
+//    place, as in A, and adds the runs of each output. Otherwise: permute the reduced dims to
+//    the back, copy to contiguous once, and use A; one extra pass beats a strided gather per
 //    element.
 
 namespace {
@@ -61,16 +66,19 @@ struct MinReducer {
   static Acc combine(Acc a, Acc v) { return functors::Minimum{}(a, v); }
 };
 
-/// Reduces n contiguous elements.
+template <class T>
+inline constexpr bool kIsFloating =
+    std::is_floating_point_v<T> || std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>;
+
+/// Reduces n contiguous elements (a floating sum takes sum_contiguous instead). Extremes are
+/// exact in any order, so Eigen vectorises them; a product runs serially in AccType.
 template <ReduceOp Op, class R, class T>
 typename R::Acc reduce_block(const T* p, std::int64_t n) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (n > 0) {
       Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> a(p, n);
-      if constexpr (Op == ReduceOp::Sum) return a.sum();
-      else if constexpr (Op == ReduceOp::Prod) return a.prod();
-      else if constexpr (Op == ReduceOp::Amax) return a.template maxCoeff<Eigen::PropagateNaN>();
-      else return a.template minCoeff<Eigen::PropagateNaN>();
+      if constexpr (Op == ReduceOp::Amax) return a.template maxCoeff<Eigen::PropagateNaN>();
+      else if constexpr (Op == ReduceOp::Amin) return a.template minCoeff<Eigen::PropagateNaN>();
     }
   }
   typename R::Acc acc = R::init();
@@ -82,24 +90,29 @@ struct Plan {
   std::vector<std::int64_t> kept_sizes, kept_strides;  // input strides of kept dims
   std::vector<std::int64_t> red_sizes, red_strides;
   std::int64_t kept_numel = 1, red_numel = 1;
+  bool reduced_first = false;  // layout B: a contiguous [R..., K...]
 };
 
 Plan make_plan(const Tensor& in, IntArrayRef dims) {
   Plan p;
   std::vector<bool> reduced(static_cast<std::size_t>(in.dim()), false);
   for (auto d : dims) reduced[static_cast<std::size_t>(d)] = true;
+  std::int64_t last_reduced = -1, first_kept = in.dim();
   for (std::int64_t d = 0; d < in.dim(); ++d) {
     const auto s = in.sizes()[d];
     if (reduced[static_cast<std::size_t>(d)]) {
       p.red_sizes.push_back(s);
       p.red_strides.push_back(in.strides()[d]);
       p.red_numel *= s;
+      if (s != 1) last_reduced = d;
     } else {
       p.kept_sizes.push_back(s);
       p.kept_strides.push_back(in.strides()[d]);
       p.kept_numel *= s;
+      if (s != 1) first_kept = std::min(first_kept, d);
     }
   }
+  p.reduced_first = in.is_contiguous() && last_reduced < first_kept;
   return p;
 }
 
@@ -116,12 +129,112 @@ bool is_dense(const std::vector<std::int64_t>& sizes, const std::vector<std::int
   return true;
 }
 
+/// Into how many pieces to cut each of `outputs` reductions of `work` elements so that every
+/// thread has some: one when the outputs alone fill the threads, otherwise up to a thread's
+/// share each, never below kGrainSize elements a piece.
+std::int64_t pieces_per_output(std::int64_t outputs, std::int64_t work) {
+  const std::int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (outputs >= threads) return 1;
+  return std::clamp<std::int64_t>(work / kGrainSize, 1, (threads + outputs - 1) / outputs);
+}
+
+/// [begin, end) of piece `s` of `pieces` over n items, each a multiple of `align` but the last.
+std::pair<std::int64_t, std::int64_t> piece_range(std::int64_t s, std::int64_t pieces, std::int64_t n,
+                                                  std::int64_t align) {
+  const std::int64_t size = ((n + pieces - 1) / pieces + align - 1) / align * align;
+  return {std::min(n, s * size), std::min(n, (s + 1) * size)};
+}
+
+/// Runs piece(i, s) -> WideSum for every output i < outputs and piece s < pieces in parallel,
+/// and writes each output's pieces, added in order, to o[i].
+template <class T, class Piece>
+void sum_pieces(T* o, std::int64_t outputs, std::int64_t pieces, std::int64_t work_per_output, const Piece& piece) {
+  std::vector<WideSum> partial(static_cast<std::size_t>(outputs * pieces));
+  const std::int64_t grain = std::max<std::int64_t>(1, kGrainSize * pieces / std::max<std::int64_t>(work_per_output, 1));
+  parallel_for(0, outputs * pieces, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) partial[static_cast<std::size_t>(t)] = piece(t / pieces, t % pieces);
+  });
+  for (std::int64_t i = 0; i < outputs; ++i) {
+    WideSum s = 0;
+    for (std::int64_t p = 0; p < pieces; ++p) s += partial[static_cast<std::size_t>(i * pieces + p)];
+    o[i] = static_cast<T>(s);
+  }
+}
+
+/// Layout C's dense run: how many of the innermost reduced dims form one contiguous run, and
+/// its length (Note [Reduction layouts]).
+std::pair<std::size_t, std::int64_t> inner_dense_run(const Plan& p) {
+  std::size_t dims = 0;
+  std::int64_t length = 1;
+  for (std::size_t d = p.red_sizes.size(); d-- > 0; ++dims) {
+    if (p.red_sizes[d] != 1 && p.red_strides[d] != length) break;
+    length *= p.red_sizes[d];
+  }
+  return {dims, length};
+}
+
+/// A floating sum in the layout it finds (Note [How Kiln sums]); false for a layout C whose
+/// dense run is too short to sum in place, which the caller packs first.
+template <class T>
+bool sum_floating_in_place(T* o, const T* x, const Plan& plan) {
+  constexpr std::int64_t L = kSumLanes<T>;
+  const std::int64_t K = plan.kept_numel, N = plan.red_numel;
+  const StridedIndexer kept(plan.kept_sizes, plan.kept_strides);
+  if (is_dense(plan.red_sizes, plan.red_strides, 1)) {  // A
+    const std::int64_t pieces = pieces_per_output(K, N);
+    sum_pieces(o, K, pieces, N, [&](std::int64_t i, std::int64_t s) {
+      const auto [b, e] = piece_range(s, pieces, N, L);
+      return sum_contiguous(x + kept.offset(i) + b, e - b);
+    });
+    return true;
+  }
+  if (plan.reduced_first) {  // B: tiles of L kept values, each over its share of the rows
+    const std::int64_t tiles = (K + L - 1) / L;
+    const std::int64_t pieces = pieces_per_output(tiles, N * std::min(K, L));
+    std::vector<WideSum> partial(static_cast<std::size_t>(pieces * K), 0.0);
+    parallel_for(0, tiles * pieces, std::max<std::int64_t>(1, kGrainSize * pieces / (N * L)),
+                 [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = b; t < e; ++t) {
+        const std::int64_t k0 = t / pieces * L, s = t % pieces;
+        const auto [r0, r1] = piece_range(s, pieces, N, kSumBlock);
+        sum_rows(x + r0 * K + k0, r1 - r0, K, std::min(L, K - k0), &partial[static_cast<std::size_t>(s * K + k0)]);
+      }
+    });
+    for (std::int64_t k = 0; k < K; ++k) {
+      WideSum s = 0;
+      for (std::int64_t p = 0; p < pieces; ++p) s += partial[static_cast<std::size_t>(p * K + k)];
+      o[k] = static_cast<T>(s);
+    }
+    return true;
+  }
+  const auto [run_dims, run] = inner_dense_run(plan);
+  if (run < L) return false;
+  // C: the outer reduced dims index runs; each output adds its runs' sums in a cascade.
+  const std::size_t outer_dims = plan.red_sizes.size() - run_dims;
+  const StridedIndexer outer({plan.red_sizes.begin(), plan.red_sizes.begin() + static_cast<std::ptrdiff_t>(outer_dims)},
+                             {plan.red_strides.begin(), plan.red_strides.begin() + static_cast<std::ptrdiff_t>(outer_dims)});
+  const std::int64_t runs = N / run, pieces = pieces_per_output(K, N);
+  sum_pieces(o, K, pieces, N, [&](std::int64_t i, std::int64_t s) {
+    const auto [m0, m1] = piece_range(s, pieces, runs, 1);
+    detail::SumCascade<1> cascade;
+    for (std::int64_t m = m0; m < m1; ++m) {
+      const WideSum run_sum = sum_contiguous(x + kept.offset(i) + outer.offset(m), run);
+      cascade.add_block(&run_sum, 1);
+    }
+    WideSum total;
+    cascade.finish</*Accumulate=*/false>(1, &total);
+    return total;
+  });
+  return true;
+}
+
 template <ReduceOp Op, template <class> class Reducer, class Types>
 void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
   constexpr const char* kNames[] = {"sum_cpu", "prod_cpu", "amax_cpu", "amin_cpu"};
   const char* name = kNames[static_cast<int>(Op)];
   dispatch_dtype<Types>(in.dtype(), name, [&]<typename T>() {
     using R = Reducer<T>;
+    constexpr bool kFloatingSum = Op == ReduceOp::Sum && kIsFloating<T>;
     T* o = out.data_ptr<T>();
     const Plan plan = make_plan(in, dims);
     const std::int64_t K = plan.kept_numel, N = plan.red_numel;
@@ -130,8 +243,10 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
       return;
     }
     const T* x = in.data_ptr<T>();
-    // Layout A: each output's block is contiguous.
-    if (is_dense(plan.red_sizes, plan.red_strides, 1)) {
+    if constexpr (kFloatingSum) {
+      if (sum_floating_in_place(o, x, plan)) return;
+    } else if (is_dense(plan.red_sizes, plan.red_strides, 1)) {
+      // Layout A: each output's block is contiguous.
       const StridedIndexer kept(plan.kept_sizes, plan.kept_strides);
       parallel_for(0, K, std::max<std::int64_t>(1, kGrainSize / N), [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) {
@@ -139,34 +254,18 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
         }
       });
       return;
-    }
-    // Layout B: contiguous [R..., K...]: accumulate rows.
-    const bool reduced_first =
-        in.is_contiguous() &&
-        [&] {
-          std::int64_t last_reduced = -1, first_kept = in.dim();
-          for (std::int64_t d = 0; d < in.dim(); ++d) {
-            if (in.sizes()[d] == 1) continue;
-            const bool is_red = std::find(dims.begin(), dims.end(), d) != dims.end();
-            if (is_red) last_reduced = d;
-            else first_kept = std::min(first_kept, d);
-          }
-          return last_reduced < first_kept;
-        }();
-    if (reduced_first) {
-      using Acc = std::conditional_t<std::is_same_v<T, float> && Op == ReduceOp::Sum, double,
-                                     typename R::Acc>;
+    } else if (plan.reduced_first) {
+      // Layout B: contiguous [R..., K...]: accumulate rows.
+      using Acc = typename R::Acc;
       parallel_for(0, K, kGrainSize / 8, [&](std::int64_t b, std::int64_t e) {
         // unique_ptr<Acc[]>, not vector: vector<bool> hands out proxies, not references.
         std::unique_ptr<Acc[]> acc(new Acc[static_cast<std::size_t>(e - b)]);
-        std::fill(acc.get(), acc.get() + (e - b), static_cast<Acc>(R::init()));
+        std::fill(acc.get(), acc.get() + (e - b), R::init());
         for (std::int64_t r = 0; r < N; ++r) {
           const T* row = x + r * K;
           for (std::int64_t k = b; k < e; ++k) {
             auto& a = acc[static_cast<std::size_t>(k - b)];
-            if constexpr (Op == ReduceOp::Sum) a = functors::wrapping_add(a, static_cast<Acc>(row[k]));
-            else a = static_cast<Acc>(R::combine(static_cast<typename R::Acc>(a),
-                                                 static_cast<typename R::Acc>(row[k])));
+            a = R::combine(a, static_cast<Acc>(row[k]));
           }
         }
         for (std::int64_t k = b; k < e; ++k) o[k] = static_cast<T>(acc[static_cast<std::size_t>(k - b)]);
@@ -181,7 +280,10 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
     copy_kernel(packed, ops::make_view(in, sizes, strides, in.storage_offset(), name));
     const T* px = packed.data_ptr<T>();
     parallel_for(0, K, std::max<std::int64_t>(1, kGrainSize / N), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) o[i] = static_cast<T>(reduce_block<Op, R>(px + i * N, N));
+      for (std::int64_t i = b; i < e; ++i) {
+        if constexpr (kFloatingSum) o[i] = static_cast<T>(sum_contiguous(px + i * N, N));
+        else o[i] = static_cast<T>(reduce_block<Op, R>(px + i * N, N));
+      }
     });
   });
 }

@@ -1,0 +1,153 @@
+// core/cpu/cascade_sum.h — how the CPU adds floating-point numbers: every floating sum in Kiln
+// (sum, mean, var, norms, softmax denominators, the statistics of the norm layers, sum_to,
+// loss reductions) ends in these two functions (Note [How Kiln sums]).
+// Read next: core/cpu/reduce.cpp (which layouts call which).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/half.h"
+
+namespace kiln::cpu {
+
+// Note [How Kiln sums]
+// ~~~~~~~~~~~~~~~~~~~~
+// Adding n values one after another into one float accumulator errs by up to (n - 1)·u·Σ|x|
+// (u = 2^-24, the unit roundoff of Float32): the rounding error of every partial sum lands in
+// the result, and the partial sums grow, so late additions lose most of their bits. A sum of
+// 1e7 uniform values done that way is off by ~1e-4 relatively; split over a few SIMD
+// accumulators, by ~5e-6. Kiln adds in two tiers instead:
+//
+//  1. Lanes and blocks, in the input's math type (float for Float32 and the half types,
+//     double for Float64). The values are read as rows of kSumLanes<T> side-by-side lanes (a
+//     contiguous run is cut into rows; a reduction over the leading dim of [R, K] reads whole
+//     rows of K). Each lane adds kSumBlock = 32 rows: vector adds with no dependency between
+//     lanes, as fast as the plain loop.
+//  2. A cascade of levels in double (`WideSum`). Each block's lane sums are added into level
+//     0; when a level has taken kSumBlock sums it is added into the next one and emptied, so
+//     no accumulator ever takes more than kSumBlock additions before it is passed on. The
+//     lanes are added pairwise at the end, and the result is rounded once to the output's
+//     dtype.
+//
+// Error bound, relative to Σ|x_i|: (kSumBlock - 1)·u_T for the block tier, plus
+// (kSumBlock - 1)·L·u_64 for the L levels, plus one rounding to the output: for Float32 about
+// 32·u ≈ 1.9e-6 whatever n is, where one accumulator's bound grows as n·u. The bound is
+// the worst case; the block tier's errors are independent and cancel, so on random data the
+// result is in practice the exact sum rounded once: 3.8e-8 relative on 1e7 uniform values,
+// equal to PyTorch's cascade_sum on the same data, and equal or better on every case of
+// tools/accuracy_report (tests/core/test_reduce_accuracy.cpp checks the bound in every
+// layout). Float64 sums get the same structure, which bounds their error by ~32·(1 + L)·u_64
+// instead of letting it grow with n. The widening costs one conversion and add per lane
+// every 32 rows; a sum of 1e7 floats stays memory-bound (tests/bench/bench_reduce).
+//
+// Sums spread over threads give each thread a contiguous share of the rows and add the
+// threads' double partials in a fixed order, so a result depends on the thread count (as in
+// PyTorch) but not on timing. The CUDA reductions keep a compensated (Kahan) sum per thread and
+// add the threads' sums as a tree (core/cuda/reduce.cu).
+
+/// The type a floating sum's block tier runs in (float for half types).
+template <class T>
+using BlockSum = OpMath<T>;
+/// The cascade's type: double for every floating input.
+using WideSum = double;
+
+/// Lanes side by side in the block tier: 256 bytes of accumulators (8 AVX2 or 4 AVX-512
+/// registers), enough independent adds to hide the add latency.
+template <class T>
+inline constexpr std::int64_t kSumLanes = 256 / static_cast<std::int64_t>(sizeof(BlockSum<T>));
+inline constexpr std::int64_t kSumBlock = 32;
+
+namespace detail {
+
+inline constexpr int kSumLevels = 8;  // 32^8 blocks before the top level adds serially
+
+/// Level l of the cascade holds up to kSumBlock sums of level l - 1 (Note [How Kiln sums]). Levels
+/// are written before they are read (counts_ says which hold something), so a short sum
+/// clears nothing.
+template <std::int64_t Width>
+class SumCascade {
+ public:
+  /// Adds one block's lane sums (`width` of them) into level 0 and carries full levels up.
+  template <class B>
+  void add_block(const B* block, std::int64_t width) {
+    add_into(0, block, width);
+    for (int l = 0; l + 1 < kSumLevels && counts_[l] == kSumBlock; ++l) {
+      add_into(l + 1, levels_[l].data(), width);
+      counts_[l] = 0;
+    }
+  }
+  /// out[j] (+)= the sum of lane j for j < width, smallest levels first; assigns when
+  /// Accumulate is false.
+  template <bool Accumulate>
+  void finish(std::int64_t width, WideSum* out) const {
+    if constexpr (!Accumulate) std::fill(out, out + width, WideSum(0));
+    for (int l = 0; l < kSumLevels; ++l) {
+      if (counts_[l] == 0) continue;
+      for (std::int64_t j = 0; j < width; ++j) out[j] += levels_[l][j];
+    }
+  }
+
+ private:
+  template <class B>
+  void add_into(int l, const B* v, std::int64_t width) {
+    WideSum* level = levels_[l].data();
+    if (counts_[l]++ == 0) {
+      for (std::int64_t j = 0; j < width; ++j) level[j] = static_cast<WideSum>(v[j]);
+    } else {
+      for (std::int64_t j = 0; j < width; ++j) level[j] += static_cast<WideSum>(v[j]);
+    }
+  }
+
+  std::array<std::array<WideSum, Width>, kSumLevels> levels_;
+  std::array<std::int64_t, kSumLevels> counts_{};
+};
+
+/// The block tier for `rows` rows of `width` values (width ≤ Width), row r at p + r*stride,
+/// added into out[0..width) (or written there, when Accumulate is false). Full is true when
+/// width == Width, so the lane loops have a compile-time trip count.
+template <bool Full, bool Accumulate, std::int64_t Width, class T>
+void sum_rows_into(const T* p, std::int64_t rows, std::int64_t stride, std::int64_t width, WideSum* out) {
+  using B = BlockSum<T>;
+  const std::int64_t w = Full ? Width : width;
+  SumCascade<Width> cascade;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kSumBlock) {
+    const std::int64_t r1 = std::min(rows, r0 + kSumBlock);
+    B block[Width] = {};
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* row = p + r * stride;
+      for (std::int64_t j = 0; j < w; ++j) block[j] += static_cast<B>(row[j]);
+    }
+    cascade.add_block(block, w);
+  }
+  cascade.template finish<Accumulate>(w, out);
+}
+
+}  // namespace detail
+
+/// out[j] += Σ_r p[r * stride + j] for j < width ≤ kSumLanes<T>, over `rows` rows.
+template <class T>
+void sum_rows(const T* p, std::int64_t rows, std::int64_t stride, std::int64_t width, WideSum* out) {
+  constexpr std::int64_t L = kSumLanes<T>;
+  if (width == L) detail::sum_rows_into<true, true, L>(p, rows, stride, L, out);
+  else detail::sum_rows_into<false, true, L>(p, rows, stride, width, out);
+}
+
+/// Σ p[0..n) for n contiguous values, as a WideSum (round it once to the output's dtype).
+template <class T>
+WideSum sum_contiguous(const T* p, std::int64_t n) {
+  constexpr std::int64_t L = kSumLanes<T>;
+  std::array<WideSum, L> lanes;
+  const std::int64_t rows = n / L;
+  detail::sum_rows_into<true, false, L>(p, rows, L, L, lanes.data());
+  for (std::int64_t i = rows * L; i < n; ++i) lanes[static_cast<std::size_t>(i - rows * L)] += static_cast<WideSum>(static_cast<BlockSum<T>>(p[i]));
+  // The lanes pairwise: log2(L) levels of one addition each.
+  for (std::int64_t half = L / 2; half > 0; half /= 2) {
+    for (std::int64_t j = 0; j < half; ++j) lanes[static_cast<std::size_t>(j)] += lanes[static_cast<std::size_t>(j + half)];
+  }
+  return lanes[0];
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,163 @@
+// tests/core/test_reduce_accuracy.cpp — Float32 (and half) reductions against the same sums
+// in Float64, with bounds that follow from how Kiln sums (Note [How Kiln sums] in
+// core/cpu/cascade_sum.h): at most (kSumBlock - 1) roundings of the block tier, a negligible
+// double cascade, and one rounding to the output, relative to the sum of magnitudes.
+// Each layout of Note [Reduction layouts] gets a case that one float accumulator gets badly
+// wrong, so a layout that stops using the cascade fails here.
+// Read next: tests/nn/test_float32_training.cpp (the same accuracy over a training run).
+#include <cmath>
+#include <limits>
+
+#include "core/cpu/cascade_sum.h"
+#include "support/test_util.h"
+
+using namespace kiln;
+using kiln::testing::values;
+
+namespace {
+
+constexpr double kEps32 = std::numeric_limits<float>::epsilon() / 2;  // unit roundoff, 2^-24
+
+/// The bound of Note [How Kiln sums] for Float32: the block tier's roundings, the output's
+/// rounding, and one more unit for the Float64 reference and the double cascade.
+constexpr double kSumBound = (cpu::kSumBlock + 1) * kEps32;
+
+/// max |a - b| / max |b| over the elements.
+double relative_error(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = values(a), y = values(b);
+  EXPECT_EQ(x.size(), y.size());
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    worst = std::max(worst, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return worst / scale;
+}
+
+/// One unit in the last place of the floats near `v`.
+double ulp32(double v) { return std::ldexp(1.0, std::ilogb(v) - 23); }
+
+/// A Float32 tensor of `sizes` whose first element is 1 and every other 2^-25: one float
+/// accumulator adding them in order never moves from 1 (each addend is half an ulp of 1 and
+/// rounds away), while the true sum is 1 + (n - 1)·2^-25.
+Tensor one_then_tiny(IntArrayRef sizes) {
+  Tensor t = full(sizes, std::ldexp(1.0, -25));
+  t.view({-1}).narrow(0, 0, 1).fill_(1.0);
+  return t;
+}
+
+}  // namespace
+
+TEST(ReduceAccuracy, SumOfTenMillionUniformValuesIsWithinTheCascadeBound) {
+  manual_seed(0);
+  const Tensor x = rand({10'000'000});
+  const double exact = values(x.to(kFloat64).sum())[0];
+  const double kiln = values(x.sum())[0];
+  // Σ|x| = the sum here (all positive).
+  EXPECT_LE(std::abs(kiln - exact) / exact, kSumBound);
+  // And in practice it is the Float64 sum rounded once: within half an ulp plus a hair.
+  EXPECT_LE(std::abs(kiln - exact), 0.51 * ulp32(exact));
+}
+
+TEST(ReduceAccuracy, OneFloatAccumulatorLosesWhatTheCascadeKeeps) {
+  const std::int64_t n = 1 << 20;
+  const Tensor x = one_then_tiny({n});
+  const double exact = 1.0 + static_cast<double>(n - 1) * std::ldexp(1.0, -25);
+  float serial = 0;
+  for (double v : values(x)) serial += static_cast<float>(v);
+  EXPECT_EQ(serial, 1.0f);  // the naive loop loses 3 % of the sum
+  EXPECT_LE(std::abs(values(x.sum())[0] - exact) / exact, kSumBound);
+}
+
+// Each layout of Note [Reduction layouts], with the hard case in every output.
+TEST(ReduceAccuracy, EveryLayoutSumsWithinTheCascadeBound) {
+  struct Case {
+    const char* layout;
+    Tensor input;
+    Shape dims;
+  };
+  const std::int64_t n = 1 << 16;
+  auto hard_columns = [&](std::int64_t k) {
+    Tensor t = full({n, k}, std::ldexp(1.0, -25));
+    t.narrow(0, 0, 1).fill_(1.0);
+    return t;
+  };
+  Tensor images = full({256, 3, 16, 16}, std::ldexp(1.0, -25));
+  images.narrow(0, 0, 1).narrow(2, 0, 1).narrow(3, 0, 1).fill_(1.0);
+  const Case cases[] = {
+      {"A: contiguous blocks (last dim)", one_then_tiny({n}).expand({3, n}).contiguous(), {1}},
+      {"B: reduced dims first", hard_columns(5), {0}},
+      {"B, wide: many column tiles", hard_columns(200), {0}},
+      {"C: dense runs of H*W (batch norm)", images, {0, 2, 3}},
+      {"C: short runs, packed first", hard_columns(6).view({n, 3, 2}), {0, 2}},
+      {"A over a transposed view (packed)", hard_columns(4).t(), {1}},
+  };
+  for (const Case& c : cases) {
+    const Tensor expected = c.input.to(kFloat64).sum(c.dims);
+    EXPECT_LE(relative_error(c.input.sum(c.dims), expected), kSumBound) << c.layout;
+  }
+}
+
+TEST(ReduceAccuracy, RowMeansOfLongRows) {
+  manual_seed(1);
+  const Tensor x = rand({4, 1'000'000});
+  const std::vector<double> kiln = values(x.mean({1})), exact = values(x.to(kFloat64).mean({1}));
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    EXPECT_LE(std::abs(kiln[i] - exact[i]) / exact[i], kSumBound + kEps32);
+    // mean = sum / n, rounded twice; the sum itself is as good as the Float64 sum rounded.
+    EXPECT_LE(std::abs(kiln[i] - exact[i]), 1.01 * ulp32(exact[i]));
+  }
+}
+
+TEST(ReduceAccuracy, VarianceOfOffsetDataIsTwoPass) {
+  // mean 1000, std 1: E[x²] - E[x]² would cancel 6 digits; two passes center first, and the
+  // centering is exact (Sterbenz) for values this close to their mean. What is left: the
+  // rounded mean's square, the squares' roundings and the sum's bound.
+  manual_seed(2);
+  const Tensor x = randn({1'000'000}) + 1000.0;
+  const double rel = relative_error(x.var({0}, true), x.to(kFloat64).var({0}, true));
+  EXPECT_LE(rel, kSumBound + 2 * kEps32);
+  EXPECT_LE(relative_error(x.std({0}, true), x.to(kFloat64).std({0}, true)), kSumBound + 2 * kEps32);
+}
+
+TEST(ReduceAccuracy, HalfTypesAccumulateInFloat) {
+  // 4096 ones: BFloat16 holds 4096 exactly, but a BFloat16 accumulator stops at 256
+  // (256 + 1 rounds back to 256 with 8 significant bits); Float16 stops at 2048.
+  for (DType t : {kBFloat16, kFloat16}) {
+    EXPECT_EQ(values(ones({4096}, TensorOptions().dtype(t)).sum())[0], 4096.0) << scalar_type_name(t);
+    EXPECT_EQ(values(ones({4096, 3}, TensorOptions().dtype(t)).sum({0}))[0], 4096.0) << scalar_type_name(t);
+  }
+}
+
+TEST(ReduceAccuracy, Float64SumsAreBoundedIndependentlyOfLength) {
+  const std::int64_t n = 1 << 20;
+  Tensor x = full({n}, std::ldexp(1.0, -54), TensorOptions().dtype(kFloat64));
+  x.narrow(0, 0, 1).fill_(1.0);
+  const double exact = 1.0 + static_cast<double>(n - 1) * std::ldexp(1.0, -54);
+  const double eps64 = std::numeric_limits<double>::epsilon() / 2;
+  EXPECT_LE(std::abs(values(x.sum())[0] - exact) / exact, (cpu::kSumBlock + 8) * eps64);
+}
+
+TEST(ReduceAccuracy, SoftmaxAndLayerNormOverWideRows) {
+  manual_seed(3);
+  const Tensor logits = randn({64, 4096}) * 4.0;
+  const Tensor p = logits.softmax(1), p64 = logits.to(kFloat64).softmax(1);
+  // exp rounds each term (ε), the sum is within its bound, the division rounds once.
+  EXPECT_LE(relative_error(p, p64), kSumBound + 4 * kEps32);
+  EXPECT_LE(relative_error(logits.log_softmax(1), logits.to(kFloat64).log_softmax(1)), kSumBound + 4 * kEps32);
+
+  const Tensor h = randn({64, 4096}) * 0.5 + 50.0;
+  const Tensor y = layer_norm(h, {4096}), y64 = layer_norm(h.to(kFloat64), {4096});
+  // The centred values are exact; the statistics carry the sum's bound, scaled by the
+  // ratio of the data's magnitude to its spread (50 / 0.5) through the rounded mean.
+  EXPECT_LE(relative_error(y, y64), 100 * (kSumBound + 4 * kEps32));
+}
+
+TEST(ReduceAccuracy, SumToOfABroadcastGradient) {
+  // The gradient of a bias broadcast over a million rows is a sum over them (sum_to); each
+  // row contributes 0.1f, which one float accumulator would add with ~1e-3 relative error.
+  const Tensor bias = zeros({4}, requires_grad());
+  ((zeros({1'000'000, 4}) + bias) * 0.1).sum().backward();
+  const double exact = 1e6 * static_cast<double>(0.1f);
+  EXPECT_LE(relative_error(bias.grad(), full({4}, exact, TensorOptions().dtype(kFloat64))), kSumBound);
+}
