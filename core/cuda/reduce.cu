@@ -2,8 +2,10 @@
 // along one dim, on the GPU. A reduction of many elements per output gives each output a
 // block (threads stride over the reduced elements, then a shared-memory tree); a reduction
 // of few elements per output gives each output a thread. Accumulation is in float for half
-// types and float, double for double, int64 for integers, as on the CPU; amax/amin let NaN
-// win (PyTorch's rule).
+// types and float, double for double, int64 for integers; amax/amin let NaN win (PyTorch's
+// rule). A floating sum keeps a compensated (Kahan) sum in each thread, so a thread's long
+// strided walk adds no error that grows with its length, and the tree adds log2(block)
+// roundings (Note [How Kiln sums] in core/cpu/cascade_sum.h).
 // Read next: core/cuda/index.cu.
 #include "core/cuda/loops.cuh"
 #include "core/kernel_params.h"
@@ -49,6 +51,27 @@ struct MinOp {
   }
 };
 
+/// What a thread carries while it walks its elements: a running value for every op, and
+/// for floating sums the compensation that holds the low-order bits each addition dropped:
+///   y = v - c;  t = sum + y;  c = (t - sum) - y;  sum = t
+/// (Kahan). There is no multiplication for the compiler to contract into an FMA.
+template <class A, class Op>
+struct ThreadAccumulator {
+  static constexpr bool kCompensated = std::is_same_v<Op, SumOp<A>> && std::is_floating_point_v<A>;
+  A value = Op::identity();
+  A compensation = A(0);
+  __device__ void add(A v) {
+    if constexpr (kCompensated) {
+      const A y = v - compensation;
+      const A t = value + y;
+      compensation = (t - value) - y;
+      value = t;
+    } else {
+      value = Op::combine(value, v);
+    }
+  }
+};
+
 __device__ inline std::int64_t outer_offset(const Reduction& r, std::int64_t o, bool in) {
   std::int64_t off = 0;
   for (int d = r.outer_dims - 1; d >= 0; --d) {
@@ -75,21 +98,22 @@ __global__ void reduce_thread_per_output(Reduction r) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < r.outputs; o += stride) {
     const T* in = reinterpret_cast<const T*>(r.in) + outer_offset(r, o, true);
-    A acc = Op::identity();
-    for (std::int64_t j = 0; j < r.inner; ++j) acc = Op::combine(acc, convert<A>(in[inner_offset(r, j)]));
-    reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = convert<T>(acc);
+    ThreadAccumulator<A, Op> acc;
+    for (std::int64_t j = 0; j < r.inner; ++j) acc.add(convert<A>(in[inner_offset(r, j)]));
+    reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = convert<T>(acc.value);
   }
 }
 
-/// One block per output: strided partial results, then a tree in shared memory.
+/// One block per output: strided partial results (compensated for sums), then a tree in
+/// shared memory.
 template <class T, class A, class Op>
 __global__ void reduce_block_per_output(Reduction r) {
   __shared__ A partial[kBlockSize];
   for (std::int64_t o = blockIdx.x; o < r.outputs; o += gridDim.x) {
     const T* in = reinterpret_cast<const T*>(r.in) + outer_offset(r, o, true);
-    A acc = Op::identity();
-    for (std::int64_t j = threadIdx.x; j < r.inner; j += blockDim.x) acc = Op::combine(acc, convert<A>(in[inner_offset(r, j)]));
-    partial[threadIdx.x] = acc;
+    ThreadAccumulator<A, Op> acc;
+    for (std::int64_t j = threadIdx.x; j < r.inner; j += blockDim.x) acc.add(convert<A>(in[inner_offset(r, j)]));
+    partial[threadIdx.x] = acc.value;
     __syncthreads();
     for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
       if (threadIdx.x < half) partial[threadIdx.x] = Op::combine(partial[threadIdx.x], partial[threadIdx.x + half]);
