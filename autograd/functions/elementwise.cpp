@@ -104,6 +104,20 @@ struct SignFn : Function<SignFn> {
   static TensorList backward(Context<SignFn>&, const TensorList& g) { return {g[0] * 0}; }
 };
 
+/// PyTorch's threshold_backward(grad, output, 0): grad where relu's output is positive, else
+/// 0, in one pass (a mask, its conversion and a product took three).
+struct ThresholdBackwardFn : Function<ThresholdBackwardFn> {
+  static constexpr const char* name = "ThresholdBackwardBackward0";
+  static Tensor forward(Context<ThresholdBackwardFn>& ctx, const Tensor& grad, const Tensor& output) {
+    ctx.save_for_backward({output});
+    return ops::binary(BinaryOp::ThresholdBackward, grad, output);
+  }
+  // linear in grad, under the same mask; the mask is piecewise constant in the output: no gradient
+  static TensorList backward(Context<ThresholdBackwardFn>& ctx, const TensorList& g) {
+    return {ThresholdBackwardFn::apply(g[0], ctx.get_saved_variables()[0]), Tensor()};
+  }
+};
+
 struct ReluFn : Function<ReluFn> {
   static constexpr const char* name = "ReluBackward0";
   static Tensor forward(Context<ReluFn>& ctx, const Tensor& x) {
@@ -113,7 +127,7 @@ struct ReluFn : Function<ReluFn> {
   }
   // d relu(x)/dx = 1 where the output is positive, else 0
   static TensorList backward(Context<ReluFn>& ctx, const TensorList& g) {
-    return {g[0] * (ctx.get_saved_variables()[0] > 0)};
+    return {ThresholdBackwardFn::apply(g[0], ctx.get_saved_variables()[0])};
   }
 };
 

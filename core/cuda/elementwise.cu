@@ -100,6 +100,8 @@ bool launch_binary(BinaryOp op, const Elementwise<3>& args, StreamHandle stream)
     case B::Pow: return binary_with<B::Pow, Pow, AllTypes>(args, stream, "pow_cuda");
     case B::Maximum: return binary_with<B::Maximum, Maximum, AllTypes>(args, stream, "maximum_cuda");
     case B::Minimum: return binary_with<B::Minimum, Minimum, AllTypes>(args, stream, "minimum_cuda");
+    case B::ThresholdBackward:
+      return binary_with<B::ThresholdBackward, ThresholdBackward, NumericTypes>(args, stream, "threshold_backward_cuda");
     case B::Eq: return binary_with<B::Eq, Eq, AllTypes>(args, stream, "eq_cuda");
     case B::Ne: return binary_with<B::Ne, Ne, AllTypes>(args, stream, "ne_cuda");
     case B::Lt: return binary_with<B::Lt, Lt, AllTypes>(args, stream, "lt_cuda");

@@ -20,7 +20,7 @@ enum class UnaryOp : std::uint8_t {
 };
 
 enum class BinaryOp : std::uint8_t {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum, ThresholdBackward,
   Eq, Ne, Lt, Le, Gt, Ge,
   LogicalAnd, LogicalOr, LogicalXor,
   kCount
@@ -151,6 +151,11 @@ struct Minimum {
     if (is_nan(b)) return b;
     return a < b ? a : b;
   }
+};
+/// PyTorch's threshold_backward at 0, relu's backward in one pass: the gradient `a` where the
+/// output `b` is positive (or NaN), else 0. A zero mask times an inf gradient would give NaN.
+struct ThresholdBackward {
+  template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return b <= T(0) ? T(0) : a; }
 };
 struct Eq { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a == b; } };
 struct Ne { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a != b; } };
