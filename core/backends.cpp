@@ -11,10 +11,10 @@ namespace {
 thread_local std::array<std::optional<bool>, kNumDeviceTypes> t_choice{};
 }
 
-bool op_kernels_enabled(DeviceType type) {
+bool op_kernels_enabled(DeviceType type, OpFamily family) {
   const std::optional<bool>& choice = t_choice[static_cast<std::size_t>(type)];
   if (choice) return *choice;
-  return type != DeviceType::Meta && kernels_for(type).prefers_op_kernels;
+  return type != DeviceType::Meta && kernels_for(type).prefers_op_kernels[static_cast<std::size_t>(family)];
 }
 
 OpKernelsGuard::OpKernelsGuard(DeviceType type, bool enabled)

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 
+#include "core/backends.h"
 #include "core/kernel_params.h"
 #include "core/ops/functors.h"
 #include "core/scalar.h"
@@ -135,8 +136,8 @@ struct BackendKernels {
   ConvKernels conv2d{};
   BatchNormKernels batch_norm{};
   PoolKernels pool2d{};
-  /// Whether conv2d, batch_norm and the pools use the op kernels by default (core/backends.h).
-  bool prefers_op_kernels = false;
+  /// Which op families take the op kernels by default (core/backends.h), by backends::OpFamily.
+  std::array<bool, static_cast<std::size_t>(backends::OpFamily::kCount)> prefers_op_kernels{};
   RandomKernel random = nullptr;
   AdamKernel adam = nullptr;
   UnscaleKernel unscale = nullptr;

@@ -3,8 +3,11 @@
 # Extra package names given as arguments are installed too (e.g. dataset-fashion-mnist).
 set -euo pipefail
 
+# libdnnl-dev is oneDNN, the CPU's fast route; its CMake package looks for OpenCL (Debian
+# builds it with the OpenCL GPU runtime), whose headers and library link come with
+# ocl-icd-opencl-dev.
 packages=(cmake g++ ninja-build pkg-config libeigen3-dev libgtest-dev libgmock-dev
-          libbenchmark-dev zlib1g-dev nlohmann-json3-dev "$@")
+          libbenchmark-dev zlib1g-dev nlohmann-json3-dev libdnnl-dev ocl-icd-opencl-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

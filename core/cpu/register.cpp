@@ -3,6 +3,7 @@
 // families' lists are checked for completeness at compile time (exactly_one_per).
 // Read next: core/cpu/unary.cpp, core/cpu/loops.h.
 #include "core/cpu/cpu_kernels.h"
+#include "core/onednn/onednn.h"
 
 namespace kiln::cpu {
 
@@ -30,6 +31,8 @@ void register_kernels(BackendKernels& t) {
   t.random = &random_kernel;
   t.adam = &adam_kernel;
   t.unscale = &unscale_kernel;
+  // The library route over these, where Kiln is built with oneDNN.
+  onednn::register_kernels(t);
 }
 
 }  // namespace kiln::cpu

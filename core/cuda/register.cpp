@@ -384,7 +384,7 @@ void register_kernels(BackendKernels& t) {
   t.conv2d = {&cudnn_conv2d_forward, &cudnn_conv2d_backward_input, &cudnn_conv2d_backward_weight};
   t.batch_norm = {&cudnn_batch_norm_forward, &cudnn_batch_norm_backward};
   t.pool2d = {&cudnn_pool2d_forward, &cudnn_pool2d_backward};
-  t.prefers_op_kernels = true;
+  t.prefers_op_kernels.fill(true);
   t.random = &random;
   t.adam = &adam;
   t.unscale = &unscale;

@@ -37,7 +37,7 @@ DType batch_norm_stat_dtype(DType input) {
 bool batch_norm_uses_kernels(const Tensor& input, const Tensor& weight, const Tensor& bias,
                              const Tensor& running_mean, const Tensor& running_var) {
   if (!has_data(input.device()) || !input.is_floating_point()) return false;
-  if (!backends::op_kernels_enabled(input.device().type()) ||
+  if (!backends::op_kernels_enabled(input.device().type(), backends::OpFamily::BatchNorm) ||
       kernels_for(input.device().type()).batch_norm.forward == nullptr) {
     return false;
   }

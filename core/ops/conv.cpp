@@ -94,7 +94,7 @@ Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t ba
 }
 
 bool conv2d_uses_convolution_kernels(Device device) {
-  return has_data(device) && backends::op_kernels_enabled(device.type()) &&
+  return has_data(device) && backends::op_kernels_enabled(device.type(), backends::OpFamily::Convolution) &&
          kernels_for(device.type()).conv2d.forward != nullptr;
 }
 
@@ -144,7 +144,7 @@ Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& inpu
 }
 
 bool pool2d_uses_kernels(Device device, const Im2ColGeometry& g) {
-  return has_data(device) && backends::op_kernels_enabled(device.type()) &&
+  return has_data(device) && backends::op_kernels_enabled(device.type(), backends::OpFamily::Pooling) &&
          kernels_for(device.type()).pool2d.forward != nullptr && g.dilation_h == 1 && g.dilation_w == 1;
 }
 

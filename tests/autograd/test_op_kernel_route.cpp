@@ -43,22 +43,42 @@ void expect_same_on_both_routes(const std::function<Tensor(const TensorList&)>& 
   EXPECT_TRUE(tensors_near(kernels.out, composite.out, 1e-10));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     SCOPED_TRACE("gradient of input " + std::to_string(i));
-    if (inputs[i].defined()) EXPECT_TRUE(tensors_near(kernels.grads[i], composite.grads[i], 1e-10));
+    if (inputs[i].defined()) {
+      EXPECT_TRUE(tensors_near(kernels.grads[i], composite.grads[i], 1e-10));
+    }
   }
 }
 
-TEST(OpKernelRoute, IsOffOnTheCpuByDefaultAndTheGuardRestoresIt) {
-  EXPECT_FALSE(backends::op_kernels_enabled(DeviceType::CPU));
+TEST(OpKernelRoute, CpuDefaultsPerFamilyAndTheGuardOverridesEveryFamily) {
+  using backends::OpFamily;
+  const OpFamily families[] = {OpFamily::Convolution, OpFamily::Pooling, OpFamily::BatchNorm,
+                               OpFamily::MatrixProduct};
+  auto all_are = [&](bool expected) {
+    for (OpFamily f : families) {
+      if (backends::op_kernels_enabled(DeviceType::CPU, f) != expected) return false;
+    }
+    return true;
+  };
+  // With oneDNN, convolution and matrix products take it; pooling and batch norm keep Kiln's
+  // kernels (Note [What the CPU's library route covers]).
+  auto is_default = [&] {
+    const bool onednn = backends::onednn_is_available();
+    return backends::op_kernels_enabled(DeviceType::CPU, OpFamily::Convolution) == onednn &&
+           backends::op_kernels_enabled(DeviceType::CPU, OpFamily::MatrixProduct) == onednn &&
+           !backends::op_kernels_enabled(DeviceType::CPU, OpFamily::Pooling) &&
+           !backends::op_kernels_enabled(DeviceType::CPU, OpFamily::BatchNorm);
+  };
+  EXPECT_TRUE(is_default());
   {
     backends::OpKernelsGuard on(DeviceType::CPU, true);
-    EXPECT_TRUE(backends::op_kernels_enabled(DeviceType::CPU));
+    EXPECT_TRUE(all_are(true));
     {
       backends::OpKernelsGuard off(DeviceType::CPU, false);
-      EXPECT_FALSE(backends::op_kernels_enabled(DeviceType::CPU));
+      EXPECT_TRUE(all_are(false));
     }
-    EXPECT_TRUE(backends::op_kernels_enabled(DeviceType::CPU));
+    EXPECT_TRUE(all_are(true));
   }
-  EXPECT_FALSE(backends::op_kernels_enabled(DeviceType::CPU));
+  EXPECT_TRUE(is_default());
 }
 
 TEST(OpKernelRoute, Conv2dGivesTheSameValuesAndGradients) {

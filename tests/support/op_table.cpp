@@ -69,6 +69,13 @@ std::vector<DType> f64_f32() { return {kFloat64, kFloat32}; }
 // The shapes most cases reuse.
 const std::vector<double> k23{1, 2, 3, 4, 5, 6};  // [[1, 2, 3], [4, 5, 6]]
 
+/// fn() with the CPU's op-kernel route off: an op's composite graph, where the CPU would
+/// otherwise take its library (oneDNN) route.
+Tensor composite_route(const std::function<Tensor()>& fn) {
+  backends::OpKernelsGuard route(DeviceType::CPU, false);
+  return fn();
+}
+
 std::vector<OpInfo> build() {
   std::vector<OpInfo> t;
   auto add = [&](OpInfo info) { t.push_back(std::move(info)); };
@@ -95,7 +102,7 @@ std::vector<OpInfo> build() {
   add({"sign", [](const TensorList& x) { return x[0].sign(); },
        {{"basic", {F({-2, 0, 3}, {3})}, {-1, 0, 1}, {3}, false}}, num(), true, {"sign"}});
   add({"relu", [](const TensorList& x) { return x[0].relu(); },
-       {{"basic", {F({-1, 2, -3, 4}, {2, 2})}, {0, 2, 0, 4}, {2, 2}}}, num(), true, {"relu"}});
+       {{"basic", {F({-1, 2, -3, 4}, {2, 2})}, {0, 2, 0, 4}, {2, 2}}}, num(), true, {"relu", "threshold_backward"}});
   add({"sigmoid", [](const TensorList& x) { return x[0].sigmoid(); },
        {{"basic", {F({-1.5, -0.5, 0.5, 2}, {4})}, {0.1824255238, 0.3775406688, 0.6224593312, 0.880797078}, {4}}},
        fl(), true, {"sigmoid"}});
@@ -405,7 +412,9 @@ std::vector<OpInfo> build() {
     for (int i = 0; i < 16; ++i) v.push_back(i);
     return v;
   }();
-  add({"conv2d", [](const TensorList& x) { return conv2d(x[0], x[1]); },
+  // conv2d's composite graph (unfold + matmul); the convolution* entries below take the
+  // op-kernel route, which conv2d takes by default where a backend has a library for it.
+  add({"conv2d", [](const TensorList& x) { return composite_route([&] { return conv2d(x[0], x[1]); }); },
        // kernel [[1, 0], [0, -1]] on 0..15: x[i][j] - x[i+1][j+1] = -5 everywhere
        {{"basic", {F(img, {1, 1, 4, 4}), F({1, 0, 0, -1}, {1, 1, 2, 2})}, std::vector<double>(9, -5), {1, 1, 3, 3}}},
        fl(), true, {"im2col"}});
@@ -422,11 +431,15 @@ std::vector<OpInfo> build() {
        {10, 14, 18, 26, 30, 34, 42, 46, 50, 57, 60, 63, 69, 72, 75, 81, 84, 87}, {1, 2, 3, 3}},
       {"2 groups of 2 channels, batch of 2", {F(ramp(2 * 4 * 5 * 5), {2, 4, 5, 5}), F(ramp(8 * 2 * 9, 0.1), {8, 2, 3, 3})},
        {}, {2, 8, 3, 3}}};
-  add({"conv2d_stride_pad_bias", [](const TensorList& x) { return conv2d(x[0], x[1], x[2], {2, 2}, {1, 1}); },
+  add({"conv2d_stride_pad_bias",
+       [](const TensorList& x) { return composite_route([&] { return conv2d(x[0], x[1], x[2], {2, 2}, {1, 1}); }); },
        stride_pad_bias_cases, f64_f32(), true, {"im2col"}});
-  add({"conv2d_dilation", [](const TensorList& x) { return conv2d(x[0], x[1], {}, {1, 1}, {0, 0}, {2, 2}); },
+  add({"conv2d_dilation",
+       [](const TensorList& x) { return composite_route([&] { return conv2d(x[0], x[1], {}, {1, 1}, {0, 0}, {2, 2}); }); },
        dilation_cases, f64_f32(), true, {"im2col"}});
-  add({"conv2d_groups", [](const TensorList& x) { return conv2d(x[0], x[1], {}, {1, 1}, {0, 0}, {1, 1}, 2); },
+  add({"conv2d_groups", [](const TensorList& x) {
+         return composite_route([&] { return conv2d(x[0], x[1], {}, {1, 1}, {0, 0}, {1, 1}, 2); });
+       },
        groups_cases, f64_f32(), true, {"im2col"}});
   // The same convolutions through the backend's convolution kernels and their two adjoint ops.
   add({"convolution", [](const TensorList& x) { return convolution(x[0], x[1], x[2], {2, 2}, {1, 1}); },

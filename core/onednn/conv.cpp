@@ -1,0 +1,136 @@
+// core/onednn/conv.cpp — 2-D convolution through oneDNN: the forward and its two adjoints
+// (ConvKernels in core/kernels.h), with stride, padding, dilation and groups. Each pass is a
+// cached primitive whose arguments are reordered in and out of the layout it prefers (Note
+// [Layouts at op boundaries]); Float32, and BFloat16 with Float32 accumulation where the CPU
+// has it. What oneDNN does not serve goes to the CPU's unfold + GEMM kernels (core/cpu/conv.cpp).
+//   oneDNN's padding is per side: the right side is whatever makes PyTorch's output size,
+//   (out - 1)·stride + (k - 1)·dilation + 1 - in - pad, which may be smaller than the left.
+// Read next: core/onednn/register.cpp.
+#include "core/cpu/cpu_kernels.h"
+#include "core/onednn/kernels.h"
+#include "core/onednn/runtime.h"
+#include "core/shape.h"
+
+namespace kiln::onednn {
+
+namespace {
+
+enum class Pass : std::int64_t { Forward = 10, BackwardData = 11, BackwardWeights = 12 };
+
+struct ConvDims {
+  dnnl::memory::dims src, weights, dst, strides, dilates, pad_left, pad_right;
+};
+
+ConvDims conv_dims(IntArrayRef input, IntArrayRef weight, const Im2ColGeometry& g, std::int64_t groups) {
+  const std::int64_t n = input[0], c = input[1], o = weight[0];
+  ConvDims d;
+  d.src = {n, c, g.height, g.width};
+  d.dst = {n, o, g.out_h, g.out_w};
+  d.weights = groups == 1 ? dnnl::memory::dims{o, c, g.kernel_h, g.kernel_w}
+                          : dnnl::memory::dims{groups, o / groups, c / groups, g.kernel_h, g.kernel_w};
+  d.strides = {g.stride_h, g.stride_w};
+  d.dilates = {g.dilation_h - 1, g.dilation_w - 1};  // oneDNN counts the gaps
+  d.pad_left = {g.pad_h, g.pad_w};
+  d.pad_right = {(g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1 - g.height - g.pad_h,
+                 (g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1 - g.width - g.pad_w};
+  return d;
+}
+
+/// A contiguous descriptor of `dims` (the Kiln tensor's own layout, possibly regrouped).
+dnnl::memory::desc contiguous_desc(const dnnl::memory::dims& dims, DType dtype) {
+  const Shape sizes(dims.begin(), dims.end());
+  return plain_desc(sizes, contiguous_strides(sizes), dtype);
+}
+dnnl::memory::desc any_desc(const dnnl::memory::dims& dims, DType dtype) {
+  return dnnl::memory::desc(dims, data_type_of(dtype), dnnl::memory::format_tag::any);
+}
+
+Key conv_key(Pass pass, DType dtype, IntArrayRef input, IntArrayRef weight, const Im2ColGeometry& g,
+             std::int64_t groups) {
+  return make_key({static_cast<std::int64_t>(pass), static_cast<std::int64_t>(dtype), input[0], input[1], g.height,
+                   g.width, weight[0], g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w,
+                   g.dilation_h, g.dilation_w, groups});
+}
+
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, DType dtype) {
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             any_desc(d.src, dtype), any_desc(d.weights, dtype),
+                                             any_desc(d.dst, dtype), d.strides, d.dilates, d.pad_left, d.pad_right);
+  return {desc, attributes(), engine()};
+}
+
+Prepared build_forward(const ConvDims& d, DType dtype) {
+  const auto pd = forward_pd(d, dtype);
+  return Prepared(dnnl::convolution_forward(pd), pd,
+                  {{DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
+                   {DNNL_ARG_WEIGHTS, contiguous_desc(d.weights, dtype), pd.weights_desc()},
+                   {DNNL_ARG_DST, contiguous_desc(d.dst, dtype), pd.dst_desc(), /*is_output=*/true}});
+}
+
+Prepared build_backward_data(const ConvDims& d, DType dtype) {
+  const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, any_desc(d.src, dtype),
+                                                   any_desc(d.weights, dtype), any_desc(d.dst, dtype), d.strides,
+                                                   d.dilates, d.pad_left, d.pad_right);
+  const dnnl::convolution_backward_data::primitive_desc pd(desc, attributes(), engine(), forward_pd(d, dtype));
+  return Prepared(dnnl::convolution_backward_data(pd), pd,
+                  {{DNNL_ARG_DIFF_DST, contiguous_desc(d.dst, dtype), pd.diff_dst_desc()},
+                   {DNNL_ARG_WEIGHTS, contiguous_desc(d.weights, dtype), pd.weights_desc()},
+                   {DNNL_ARG_DIFF_SRC, contiguous_desc(d.src, dtype), pd.diff_src_desc(), /*is_output=*/true}});
+}
+
+Prepared build_backward_weights(const ConvDims& d, DType dtype) {
+  const dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, any_desc(d.src, dtype),
+                                                      any_desc(d.weights, dtype), any_desc(d.dst, dtype), d.strides,
+                                                      d.dilates, d.pad_left, d.pad_right);
+  const dnnl::convolution_backward_weights::primitive_desc pd(desc, attributes(), engine(), forward_pd(d, dtype));
+  return Prepared(dnnl::convolution_backward_weights(pd), pd,
+                  {{DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
+                   {DNNL_ARG_DIFF_DST, contiguous_desc(d.dst, dtype), pd.diff_dst_desc()},
+                   {DNNL_ARG_DIFF_WEIGHTS, contiguous_desc(d.weights, dtype), pd.diff_weights_desc(),
+                    /*is_output=*/true}});
+}
+
+/// The pass's cached primitive, or null (counted) when oneDNN has none for this dtype or shape.
+std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef input, IntArrayRef weight,
+                                         const Im2ColGeometry& g, std::int64_t groups) {
+  if (!serves(dtype)) return nullptr;
+  const ConvDims d = conv_dims(input, weight, g, groups);
+  auto entry = cached(conv_key(pass, dtype, input, weight, g, groups), [&] {
+    switch (pass) {
+      case Pass::Forward: return build_forward(d, dtype);
+      case Pass::BackwardData: return build_backward_data(d, dtype);
+      case Pass::BackwardWeights: break;
+    }
+    return build_backward_weights(d, dtype);
+  });
+  if (!entry) count_fallback();
+  return entry;
+}
+
+}  // namespace
+
+void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
+                           std::int64_t groups) {
+  const auto p = prepared(Pass::Forward, input.dtype(), input.sizes(), weight.sizes(), g, groups);
+  if (!p) return cpu::conv2d_forward_kernel(out, input, weight, g, groups);
+  p->run({{DNNL_ARG_SRC, input.raw_data_ptr()}, {DNNL_ARG_WEIGHTS, weight.raw_data_ptr()},
+          {DNNL_ARG_DST, out.raw_data_ptr()}});
+}
+
+void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
+                                  const Im2ColGeometry& g, std::int64_t groups) {
+  const auto p = prepared(Pass::BackwardData, grad_input.dtype(), grad_input.sizes(), weight.sizes(), g, groups);
+  if (!p) return cpu::conv2d_backward_input_kernel(grad_input, grad_output, weight, g, groups);
+  p->run({{DNNL_ARG_DIFF_DST, grad_output.raw_data_ptr()}, {DNNL_ARG_WEIGHTS, weight.raw_data_ptr()},
+          {DNNL_ARG_DIFF_SRC, grad_input.raw_data_ptr()}});
+}
+
+void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                                   const Im2ColGeometry& g, std::int64_t groups) {
+  const auto p = prepared(Pass::BackwardWeights, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups);
+  if (!p) return cpu::conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
+  p->run({{DNNL_ARG_SRC, input.raw_data_ptr()}, {DNNL_ARG_DIFF_DST, grad_output.raw_data_ptr()},
+          {DNNL_ARG_DIFF_WEIGHTS, grad_weight.raw_data_ptr()}});
+}
+
+}  // namespace kiln::onednn

@@ -1,0 +1,19 @@
+// core/onednn/kernels.h — the oneDNN kernels, declared for the registration list
+// (core/onednn/register.cpp). Each has the signature of the CPU kernel it stands in for, and
+// calls that kernel for what oneDNN does not serve.
+// Read next: core/onednn/register.cpp.
+#pragma once
+
+#include "core/kernels.h"
+
+namespace kiln::onednn {
+
+void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
+                           std::int64_t groups);
+void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
+                                  const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                                   const Im2ColGeometry& g, std::int64_t groups);
+
+}  // namespace kiln::onednn

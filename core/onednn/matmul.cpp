@@ -1,0 +1,72 @@
+// core/onednn/matmul.cpp — batched matrix products (the CPU's bmm kernel, under mm, matmul,
+// addmm and linear) through oneDNN's matmul primitive: operands in their own strides, so a
+// transposed weight (x @ w.t() in linear) or a broadcast batch (stride 0) is read in place;
+// Float32, and BFloat16 with Float32 accumulation where the CPU has it. Small products and
+// everything else stay on Eigen's GEMM (core/cpu/gemm.cpp).
+// Read next: core/onednn/conv.cpp.
+#include "core/backends.h"
+#include "core/cpu/cpu_kernels.h"
+#include "core/onednn/kernels.h"
+#include "core/onednn/runtime.h"
+
+namespace kiln::onednn {
+
+namespace {
+
+/// Below this many multiply-adds a primitive's fixed cost (~2 µs: memory objects, the cache
+/// lookup, a fork of the thread team) exceeds the product; Eigen's GEMM is faster there
+/// (bench_matmul, 64x64x64: Eigen 10 µs, oneDNN 14 µs on 2 Zen cores).
+constexpr std::int64_t kMinMultiplyAdds = 64 * 64 * 64;
+
+/// One operand [B, rows, cols] as oneDNN sees it: a stride-0 batch broadcasts as a batch of one.
+struct Operand {
+  Shape sizes, strides;
+};
+
+Operand operand(const Tensor& t) {
+  Operand o{t.sizes().vec(), t.strides().vec()};
+  if (o.strides[0] == 0) {
+    o.sizes[0] = 1;
+    o.strides[0] = o.sizes[1] * o.sizes[2];
+  }
+  return o;
+}
+
+Prepared build(const Operand& a, const Operand& b, const Tensor& out) {
+  const dnnl::memory::desc src = plain_desc(a.sizes, a.strides, out.dtype());
+  const dnnl::memory::desc weights = plain_desc(b.sizes, b.strides, out.dtype());
+  const dnnl::memory::desc dst = plain_desc(out);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attributes(), engine());
+  return Prepared(dnnl::matmul(pd), pd,
+                  {{DNNL_ARG_SRC, src, pd.src_desc()},
+                   {DNNL_ARG_WEIGHTS, weights, pd.weights_desc()},
+                   {DNNL_ARG_DST, dst, pd.dst_desc(), /*is_output=*/true}});
+}
+
+bool run_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const Operand oa = operand(a), ob = operand(b);
+  Key key = make_key({/*op=*/1, static_cast<std::int64_t>(out.dtype()), out.sizes()[0], out.sizes()[1],
+                      out.sizes()[2], a.sizes()[2]});
+  std::size_t used = extend_key(key, 6, oa.strides);
+  used = extend_key(key, used, ob.strides);
+  extend_key(key, used, {oa.sizes[0], ob.sizes[0]});
+  const auto prepared = cached(key, [&] { return build(oa, ob, out); });
+  if (!prepared) return false;
+  prepared->run({{DNNL_ARG_SRC, a.raw_data_ptr()}, {DNNL_ARG_WEIGHTS, b.raw_data_ptr()},
+                 {DNNL_ARG_DST, out.raw_data_ptr()}});
+  return true;
+}
+
+}  // namespace
+
+void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const std::int64_t macs = out.numel() * a.sizes()[2];
+  if (backends::op_kernels_enabled(DeviceType::CPU, backends::OpFamily::MatrixProduct) && serves(out.dtype()) && a.dtype() == out.dtype() &&
+      b.dtype() == out.dtype() && macs >= kMinMultiplyAdds) {
+    if (run_matmul(out, a, b)) return;
+    count_fallback();
+  }
+  cpu::bmm_kernel(out, a, b);
+}
+
+}  // namespace kiln::onednn

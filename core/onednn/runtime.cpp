@@ -1,0 +1,251 @@
+// core/onednn/runtime.cpp — engine, streams, descriptors, the primitive cache and Prepared
+// (see runtime.h), and the backends:: queries about oneDNN (core/backends.h).
+#include "core/onednn/runtime.h"
+
+#include <atomic>
+#include <list>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/backends.h"
+#include "core/error.h"
+#include "core/ops/allocate.h"
+
+namespace kiln::onednn {
+
+namespace {
+
+/// oneDNN's reference implementations ("ref:any") accept any shape and layout, at a small
+/// fraction of the optimised kernels' speed (0.1 GFLOP/s for a matmul with a stride-0 row,
+/// where Eigen's GEMM packs the operand and runs at 60): Kiln treats them as no kernel.
+struct OnlyReferenceKernel {};
+
+void require_optimised(const dnnl::primitive_desc_base& pd) {
+  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) throw OnlyReferenceKernel{};
+}
+
+std::atomic<std::int64_t> g_primitives_created{0};
+std::atomic<std::int64_t> g_fallbacks{0};
+
+struct KeyHash {
+  std::size_t operator()(const Key& key) const {
+    std::size_t h = 0;
+    for (std::int64_t v : key) h = h * 1000003u ^ std::hash<std::int64_t>{}(v);
+    return h;
+  }
+};
+
+/// The least recently used entries leave first (Note [The primitive cache]).
+class PrimitiveCache {
+ public:
+  std::shared_ptr<const Prepared> get(const Key& key, const std::function<Prepared()>& build) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        order_.splice(order_.begin(), order_, it->second);
+        return it->second->second;
+      }
+    }
+    // Built outside the lock: JIT compilation takes long, and another thread may build the
+    // same entry meanwhile, which costs only the duplicate work.
+    std::shared_ptr<const Prepared> entry;
+    try {
+      entry = std::make_shared<const Prepared>(build());
+      ++g_primitives_created;
+    } catch (const dnnl::error&) {
+      // No kernel for this shape or layout (unimplemented), or a layout oneDNN cannot
+      // describe (invalid_arguments): either way the Eigen route serves it.
+    } catch (const OnlyReferenceKernel&) {
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (index_.find(key) == index_.end()) {
+      order_.emplace_front(key, entry);
+      index_[key] = order_.begin();
+      if (order_.size() > kCacheCapacity) {
+        index_.erase(order_.back().first);
+        order_.pop_back();
+      }
+    }
+    return entry;
+  }
+
+ private:
+  using Entry = std::pair<Key, std::shared_ptr<const Prepared>>;
+  std::mutex mutex_;
+  std::list<Entry> order_;  // most recently used first
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+};
+
+PrimitiveCache& cache() {
+  static PrimitiveCache instance;
+  return instance;
+}
+
+/// A byte buffer from Kiln's CPU cache, for a scratchpad or an argument in its wanted layout.
+Tensor scratch(std::size_t bytes) {
+  return ops::empty_output({static_cast<std::int64_t>(bytes)}, DType::UInt8, kCPU, "onednn");
+}
+
+}  // namespace
+
+const dnnl::engine& engine() {
+  static const dnnl::engine instance(dnnl::engine::kind::cpu, 0);
+  return instance;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream instance(engine());
+  return instance;
+}
+
+dnnl::memory::data_type data_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return dnnl::memory::data_type::f32;
+    case DType::BFloat16: return dnnl::memory::data_type::bf16;
+    case DType::Float16: return dnnl::memory::data_type::f16;
+    case DType::Int32: return dnnl::memory::data_type::s32;
+    case DType::Int8: return dnnl::memory::data_type::s8;
+    case DType::UInt8: return dnnl::memory::data_type::u8;
+    default: return dnnl::memory::data_type::undef;
+  }
+}
+
+bool serves(DType dtype) {
+  return dtype == DType::Float32 || (dtype == DType::BFloat16 && backends::onednn_has_bf16());
+}
+
+dnnl::memory::desc plain_desc(IntArrayRef sizes, IntArrayRef strides, DType dtype) {
+  return dnnl::memory::desc(dnnl::memory::dims(sizes.begin(), sizes.end()), data_type_of(dtype),
+                            dnnl::memory::dims(strides.begin(), strides.end()));
+}
+
+dnnl::memory::desc plain_desc(const Tensor& t) { return plain_desc(t.sizes(), t.strides(), t.dtype()); }
+
+dnnl::primitive_attr attributes() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+Prepared::Prepared(dnnl::primitive primitive, const dnnl::primitive_desc_base& pd, std::vector<Argument> arguments)
+    : primitive_((require_optimised(pd), std::move(primitive))),
+      scratchpad_bytes_(pd.scratchpad_desc().get_size()),
+      arguments_(std::move(arguments)) {
+  for (const Argument& a : arguments_) {
+    if (a.plain == a.wanted) {
+      reorders_.emplace_back();
+      continue;
+    }
+    const dnnl::memory::desc& from = a.is_output ? a.wanted : a.plain;
+    const dnnl::memory::desc& to = a.is_output ? a.plain : a.wanted;
+    dnnl::reorder::primitive_desc rpd(engine(), from, engine(), to, attributes());
+    reorders_.emplace_back(Reorder{dnnl::reorder(rpd), rpd.scratchpad_desc().get_size()});
+  }
+}
+
+void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) const {
+  try {
+    execute(pointers);
+  } catch (const dnnl::error& e) {
+    KILN_FAIL("oneDNN error: ", e.what(), " (status ", static_cast<int>(e.status), ")");
+  }
+}
+
+void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) const {
+  dnnl::stream& s = stream();
+  std::vector<Tensor> buffers;  // keeps the wanted-layout copies and scratchpads alive to the end
+  auto pointer_of = [&](int id) -> void* {
+    for (const auto& [arg, p] : pointers) {
+      if (arg == id) return p;
+    }
+    KILN_FAIL("oneDNN: no data given for argument ", id);
+  };
+  auto with_scratchpad = [&](std::size_t bytes, std::unordered_map<int, dnnl::memory> a) {
+    if (bytes > 0) {
+      buffers.push_back(scratch(bytes));
+      a[DNNL_ARG_SCRATCHPAD] = dnnl::memory({{static_cast<dnnl::memory::dim>(bytes)},
+                                              dnnl::memory::data_type::u8, dnnl::memory::format_tag::x},
+                                             engine(), buffers.back().raw_data_ptr());
+    }
+    return a;
+  };
+  std::unordered_map<int, dnnl::memory> args;
+  std::vector<std::pair<std::size_t, dnnl::memory>> outputs_to_copy_back;
+  for (std::size_t i = 0; i < arguments_.size(); ++i) {
+    const Argument& a = arguments_[i];
+    dnnl::memory plain(a.plain, engine(), pointer_of(a.id));
+    if (!reorders_[i]) {
+      args[a.id] = plain;
+      continue;
+    }
+    buffers.push_back(scratch(a.wanted.get_size()));
+    dnnl::memory wanted(a.wanted, engine(), buffers.back().raw_data_ptr());
+    args[a.id] = wanted;
+    if (a.is_output) {
+      outputs_to_copy_back.emplace_back(i, plain);
+    } else {
+      reorders_[i]->primitive.execute(
+          s, with_scratchpad(reorders_[i]->scratchpad_bytes, {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, wanted}}));
+    }
+  }
+  primitive_.execute(s, with_scratchpad(scratchpad_bytes_, args));
+  for (const auto& [i, plain] : outputs_to_copy_back) {
+    reorders_[i]->primitive.execute(
+        s, with_scratchpad(reorders_[i]->scratchpad_bytes, {{DNNL_ARG_FROM, args[arguments_[i].id]}, {DNNL_ARG_TO, plain}}));
+  }
+  s.wait();
+}
+
+Key make_key(std::initializer_list<std::int64_t> values) {
+  Key key{};
+  extend_key(key, 0, IntArrayRef(values.begin(), values.size()));
+  return key;
+}
+
+std::size_t extend_key(Key& key, std::size_t used, IntArrayRef values) {
+  KILN_CHECK(used + values.size() <= key.size(), "oneDNN: a primitive key of more than ", key.size(), " values");
+  for (std::int64_t v : values) key[used++] = v;
+  return used;
+}
+
+std::shared_ptr<const Prepared> cached(const Key& key, const std::function<Prepared()>& build) {
+  return cache().get(key, build);
+}
+
+void count_fallback() { ++g_fallbacks; }
+
+}  // namespace kiln::onednn
+
+namespace kiln::backends {
+
+bool onednn_is_available() { return true; }
+
+std::string onednn_cpu_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "unknown";
+  }
+}
+
+bool onednn_has_bf16() {
+  static const bool has = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return has;
+}
+
+OneDnnStats onednn_stats() { return {onednn::g_primitives_created.load(), onednn::g_fallbacks.load()}; }
+
+}  // namespace kiln::backends

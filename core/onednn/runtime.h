@@ -1,0 +1,113 @@
+// core/onednn/runtime.h — what every oneDNN kernel in Kiln shares: the CPU engine and a
+// stream per thread, memory descriptors for Kiln tensors, the primitive cache, and `Prepared`,
+// a primitive together with the layout changes (reorders) its arguments need on the way in
+// and out (Note [Layouts at op boundaries]).
+// Read next: core/onednn/matmul.cpp, core/onednn/conv.cpp.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln::onednn {
+
+// Note [Layouts at op boundaries]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every Kiln tensor crosses an op boundary in its own strided layout (NCHW for images), and
+// so do oneDNN's inputs and outputs here. Inside an op, a primitive may ask for a blocked
+// layout (nChw8c on AVX2, nChw16c on AVX-512: channels in groups of one vector), in which
+// oneDNN's direct convolutions run at 80-98 % of the FMA peak, where on plain NCHW oneDNN
+// falls back to im2col + GEMM. Measured on the examples' second convolution (32 -> 64 channels,
+// 14x14, batch 128; 2-core Zen 1, AVX2): forward 11.8 ms blocked with both reorders vs 19.7 ms
+// plain; backward-data 12.0 vs 30.1 ms; backward-weights 14.1 vs 17.3 ms. So each primitive is
+// built with `any` layouts, and `Prepared` reorders an argument into the layout it chose and
+// an output back, paying one memory-bound pass per reorder, instead of keeping blocked
+// tensors alive between ops (which would make every other op, and every user, handle them).
+
+/// oneDNN's CPU engine (one per process).
+const dnnl::engine& engine();
+/// This thread's stream on it (primitives run synchronously on the calling thread, which
+/// forks OpenMP's team as Kiln's own kernels do).
+dnnl::stream& stream();
+
+/// oneDNN's name for a Kiln dtype (undef for those it has no CPU kernels for).
+dnnl::memory::data_type data_type_of(DType dtype);
+/// Whether oneDNN serves this dtype on this CPU: Float32 always; BFloat16 where the CPU has
+/// native BFloat16 instructions (backends::onednn_has_bf16()).
+bool serves(DType dtype);
+/// A descriptor of `sizes` with `strides` (elements), in dtype's type.
+dnnl::memory::desc plain_desc(IntArrayRef sizes, IntArrayRef strides, DType dtype);
+/// A descriptor of t's own sizes, strides and dtype.
+dnnl::memory::desc plain_desc(const Tensor& t);
+
+/// Primitive attributes every Kiln primitive carries: the scratchpad is Kiln's to give (from
+/// the CPU cache), which also makes one primitive safe to run from two threads at once.
+dnnl::primitive_attr attributes();
+
+/// One argument of a primitive: where Kiln keeps it (plain) and where the primitive wants it.
+struct Argument {
+  int id;                       // DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, ...
+  dnnl::memory::desc plain;     // the tensor's own layout
+  dnnl::memory::desc wanted;    // the primitive's
+  bool is_output = false;
+};
+
+/// A primitive ready to run on Kiln tensors: its arguments' layouts, and the reorders between
+/// the plain and wanted layouts where they differ (Note [Layouts at op boundaries]).
+class Prepared {
+ public:
+  Prepared(dnnl::primitive primitive, const dnnl::primitive_desc_base& pd, std::vector<Argument> arguments);
+
+  /// Runs it on the data at `pointers` (each argument's id with the plain data's address); a
+  /// oneDNN failure becomes a kiln::Error.
+  void run(std::initializer_list<std::pair<int, void*>> pointers) const;
+
+ private:
+  void execute(std::initializer_list<std::pair<int, void*>> pointers) const;
+
+  struct Reorder {
+    dnnl::reorder primitive;
+    std::size_t scratchpad_bytes;
+  };
+  dnnl::primitive primitive_;
+  std::size_t scratchpad_bytes_;
+  std::vector<Argument> arguments_;
+  std::vector<std::optional<Reorder>> reorders_;  // per argument: into wanted, or back for an output
+};
+
+// Note [The primitive cache]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Creating a oneDNN primitive JIT-compiles a kernel for one shape: tens of microseconds to
+// milliseconds, far more than running a small one. Like the cuDNN algorithm cache, Kiln keeps
+// what it built under a key of everything that shaped it (the op and direction, dtype, sizes,
+// strides, window), so a training step at steady state creates none
+// (backends::onednn_stats().primitives_created stops growing; bench_training prints it). A
+// shape oneDNN has no kernel for is remembered too (as an empty entry), so it is not asked
+// again, and its calls take the Eigen route (`fallbacks`). The cache holds the
+// kCacheCapacity most recently used entries.
+
+inline constexpr std::size_t kCacheCapacity = 1024;
+/// Up to 32 integers that identify a primitive.
+using Key = std::array<std::int64_t, 32>;
+/// A key from a list of values (the first is the op's tag, the rest its dims and parameters).
+Key make_key(std::initializer_list<std::int64_t> values);
+/// Appends `values` after the first `used` entries of `key`; returns the new count.
+std::size_t extend_key(Key& key, std::size_t used, IntArrayRef values);
+
+/// The cached entry for `key`, built by `build` on a miss. Returns null when oneDNN has no
+/// kernel for it (build threw a dnnl::error), which the caller counts and serves on the Eigen
+/// route.
+std::shared_ptr<const Prepared> cached(const Key& key, const std::function<Prepared()>& build);
+
+/// Counts one call handed back to the Eigen route for want of a oneDNN kernel.
+void count_fallback();
+
+}  // namespace kiln::onednn

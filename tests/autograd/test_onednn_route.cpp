@@ -1,0 +1,168 @@
+// tests/autograd/test_onednn_route.cpp — the CPU's library route (oneDNN, core/onednn/)
+// against the Eigen route, in every dtype oneDNN serves: the same values and gradients for
+// convolutions of every geometry and matrix products of every layout; primitives cached so a
+// repeated step builds none; shapes oneDNN cannot take fall back, counted. Skipped in a build
+// without oneDNN.
+// Read next: tests/autograd/test_op_kernel_route.cpp (the same route switch, Float64 references).
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "support/test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::tensors_near;
+
+struct Result {
+  Tensor out;
+  TensorList grads;
+};
+
+/// fn on fresh leaves copied from `inputs` (in `dtype`), backpropagating a fixed seed, on the
+/// library route or the Eigen route.
+Result run(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs, DType dtype, bool library) {
+  backends::OpKernelsGuard route(DeviceType::CPU, library);
+  TensorList leaves;
+  for (const Tensor& t : inputs) leaves.push_back(t.defined() ? t.to(dtype).as_leaf(true) : Tensor());
+  Result r{fn(leaves), {}};
+  manual_seed(11);
+  r.out.backward(randn(r.out.sizes()).to(dtype));
+  for (const Tensor& t : leaves) r.grads.push_back(t.defined() ? t.grad() : Tensor());
+  return r;
+}
+
+/// Both routes agree within `tol` (relative to the values' scale) on the output and on every
+/// input's gradient; in Float32 the routes differ only in the order of their additions.
+void expect_routes_agree(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs, DType dtype,
+                         double tol) {
+  const Result eigen = run(fn, inputs, dtype, false), library = run(fn, inputs, dtype, true);
+  EXPECT_EQ(library.out.dtype(), dtype);
+  EXPECT_TRUE(tensors_near(library.out.to(kFloat64), eigen.out.to(kFloat64), tol));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    SCOPED_TRACE("gradient of input " + std::to_string(i));
+    if (inputs[i].defined()) {
+      EXPECT_TRUE(tensors_near(library.grads[i].to(kFloat64), eigen.grads[i].to(kFloat64), tol));
+    }
+  }
+}
+
+/// The dtypes oneDNN serves on this CPU, with the tolerance of each.
+std::vector<std::pair<DType, double>> served_dtypes() {
+  std::vector<std::pair<DType, double>> d{{kFloat32, 1e-4}};
+  if (backends::onednn_has_bf16()) d.emplace_back(kBFloat16, 4e-2);
+  return d;
+}
+
+class OneDnnRoute : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!backends::onednn_is_available()) GTEST_SKIP() << "Kiln was built without oneDNN";
+  }
+};
+
+TEST_F(OneDnnRoute, ConvolutionsOfEveryGeometryMatchTheEigenRoute) {
+  struct Geometry {
+    const char* name;
+    Shape input, weight;
+    Pair stride, padding, dilation;
+    std::int64_t groups;
+    bool bias;
+  };
+  const Geometry geometries[] = {
+      {"3x3, padding 1 (the examples' layers)", {4, 8, 14, 14}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
+      {"one input channel", {4, 1, 12, 12}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
+      {"stride 2, odd size: the right padding is smaller", {2, 3, 9, 7}, {4, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, false},
+      {"stride 3 leaves columns unread (negative right padding)", {2, 3, 8, 8}, {5, 3, 2, 2}, {3, 3}, {0, 0}, {1, 1}, 1, true},
+      {"dilation 2, rectangular kernel", {2, 4, 11, 10}, {6, 4, 3, 2}, {1, 1}, {2, 1}, {2, 2}, 1, false},
+      {"groups 2", {2, 8, 10, 10}, {6, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2, true},
+      {"depthwise", {2, 6, 9, 9}, {6, 1, 3, 3}, {2, 1}, {1, 0}, {1, 1}, 6, false},
+      {"1x1", {3, 16, 5, 5}, {8, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},
+  };
+  const backends::OneDnnStats before = backends::onednn_stats();
+  for (const auto& [dtype, tol] : served_dtypes()) {
+    for (const Geometry& g : geometries) {
+      SCOPED_TRACE(std::string(g.name) + " in " + scalar_type_name(dtype));
+      manual_seed(1);
+      const TensorList inputs{randn(g.input), randn(g.weight) * 0.3, g.bias ? randn({g.weight[0]}) : Tensor()};
+      expect_routes_agree(
+          [&](const TensorList& x) { return conv2d(x[0], x[1], x[2], g.stride, g.padding, g.dilation, g.groups); },
+          inputs, dtype, tol);
+    }
+  }
+  // oneDNN ran them (three passes a geometry, each built once), none handed back.
+  EXPECT_GE(backends::onednn_stats().primitives_created, before.primitives_created + 3);
+  EXPECT_EQ(backends::onednn_stats().fallbacks, before.fallbacks);
+}
+
+TEST_F(OneDnnRoute, MatrixProductsOfEveryLayoutMatchTheEigenRoute) {
+  struct Case {
+    const char* name;
+    std::function<Tensor(const TensorList&)> fn;
+    TensorList inputs;
+  };
+  manual_seed(2);
+  const Case cases[] = {
+      {"mm", [](const TensorList& x) { return x[0].mm(x[1]); }, {randn({96, 80}), randn({80, 72})}},
+      {"linear: x @ w.t() + b", [](const TensorList& x) { return linear(x[0], x[1], x[2]); },
+       {randn({128, 100}), randn({70, 100}), randn({70})}},
+      {"bmm", [](const TensorList& x) { return x[0].bmm(x[1]); }, {randn({3, 40, 50}), randn({3, 50, 60})}},
+      {"matmul with a broadcast batch", [](const TensorList& x) { return matmul(x[0], x[1]); },
+       {randn({4, 64, 48}), randn({48, 80})}},
+      {"matmul, broadcast batch on the left", [](const TensorList& x) { return matmul(x[0], x[1]); },
+       {randn({64, 48}), randn({3, 48, 80})}},
+      {"transposed left operand", [](const TensorList& x) { return x[0].t().mm(x[1]); },
+       {randn({90, 70}), randn({90, 64})}},
+  };
+  const std::int64_t fallbacks = backends::onednn_stats().fallbacks;
+  for (const auto& [dtype, tol] : served_dtypes()) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(c.name) + " in " + scalar_type_name(dtype));
+      expect_routes_agree(c.fn, c.inputs, dtype, tol);
+    }
+  }
+  EXPECT_EQ(backends::onednn_stats().fallbacks, fallbacks);
+}
+
+TEST_F(OneDnnRoute, ARepeatedStepBuildsNoPrimitive) {
+  manual_seed(3);
+  nn::Conv2d conv(3, 8, 3, nn::Conv2dOptions{.padding = {1, 1}});
+  nn::Linear fc(8 * 6 * 6, 10);
+  const Tensor x = randn({16, 3, 6, 6});
+  auto step = [&] {
+    Tensor loss = fc.forward(conv.forward(x).relu().flatten(1)).sum();
+    loss.backward();
+  };
+  step();  // builds what the step needs
+  const std::int64_t built = backends::onednn_stats().primitives_created;
+  step();
+  step();
+  EXPECT_EQ(backends::onednn_stats().primitives_created, built);
+}
+
+TEST_F(OneDnnRoute, ALayoutWithOnlyAReferenceKernelFallsBackAndIsCounted) {
+  // A row broadcast by expand has stride 0 along the rows: oneDNN has only its reference
+  // matmul for that (0.1 GFLOP/s), Eigen's GEMM packs it. The result is the same; the counter
+  // says it happened.
+  manual_seed(4);
+  const Tensor row = randn({1, 64}), b = randn({64, 64});
+  const Tensor a = row.expand({64, 64});
+  const std::int64_t before = backends::onednn_stats().fallbacks;
+  const Tensor library = a.mm(b);
+  EXPECT_GT(backends::onednn_stats().fallbacks, before);
+  backends::OpKernelsGuard eigen(DeviceType::CPU, false);
+  EXPECT_TRUE(tensors_near(library, a.contiguous().mm(b), 1e-5));
+}
+
+TEST_F(OneDnnRoute, Float64StaysOnTheEigenRouteUncounted) {
+  const std::int64_t before = backends::onednn_stats().fallbacks;
+  const Tensor x = randn({2, 3, 8, 8}, kFloat64), w = randn({4, 3, 3, 3}, kFloat64);
+  const Tensor y = conv2d(x, w);
+  const Tensor z = randn({70, 70}, kFloat64).mm(randn({70, 70}, kFloat64));
+  EXPECT_EQ(backends::onednn_stats().fallbacks, before);
+  EXPECT_EQ(y.dtype(), kFloat64);
+}
+
+}  // namespace
+}  // namespace kiln
