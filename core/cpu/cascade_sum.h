@@ -43,9 +43,9 @@ namespace kiln::cpu {
 // instead of letting it grow with n. The widening costs one conversion and add per lane
 // every 32 rows; a sum of 1e7 floats stays memory-bound (tests/bench/bench_reduce).
 //
-// Sums spread over threads give each thread a contiguous share of the rows and add the
-// threads' double partials in a fixed order, so a result depends on the thread count (as in
-// PyTorch) but not on timing. The CUDA reductions keep a compensated (Kahan) sum per thread and
+// A long sum is cut into pieces of contiguous rows, whose double partials are added in a
+// fixed order; the pieces follow from the sizes alone, so a result does not depend on how
+// many threads run it (PyTorch's do) nor on timing. The CUDA reductions keep a compensated (Kahan) sum per thread and
 // add the threads' sums as a tree (core/cuda/reduce.cu).
 
 /// The type a floating sum's block tier runs in (float for half types).

@@ -129,13 +129,14 @@ bool is_dense(const std::vector<std::int64_t>& sizes, const std::vector<std::int
   return true;
 }
 
-/// Into how many pieces to cut each of `outputs` reductions of `work` elements so that every
-/// thread has some: one when the outputs alone fill the threads, otherwise up to a thread's
-/// share each, never below kGrainSize elements a piece.
+/// Into how many pieces to cut each of `outputs` reductions of `work` elements, so that a few
+/// long reductions (a whole tensor's sum, batch norm's channels) still spread over the threads.
+/// Decided from the sizes alone, never from the thread count: a sum's order of additions, and
+/// so its last bits, are the same however many threads run it.
 std::int64_t pieces_per_output(std::int64_t outputs, std::int64_t work) {
-  const std::int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (outputs >= threads) return 1;
-  return std::clamp<std::int64_t>(work / kGrainSize, 1, (threads + outputs - 1) / outputs);
+  constexpr std::int64_t kManyOutputs = 64;  // enough to share out whole
+  if (outputs >= kManyOutputs) return 1;
+  return std::max<std::int64_t>(1, work / kGrainSize);
 }
 
 /// [begin, end) of piece `s` of `pieces` over n items, each a multiple of `align` but the last.

@@ -161,3 +161,18 @@ TEST(ReduceAccuracy, SumToOfABroadcastGradient) {
   const double exact = 1e6 * static_cast<double>(0.1f);
   EXPECT_LE(relative_error(bias.grad(), full({4}, exact, TensorOptions().dtype(kFloat64))), kSumBound);
 }
+
+TEST(ReduceAccuracy, ASumDoesNotDependOnTheThreadCount) {
+  manual_seed(5);
+  const Tensor x = rand({1'000'003}), images = rand({64, 3, 40, 40});
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  const double one = values(x.sum())[0];
+  const std::vector<double> one_per_channel = values(images.sum({0, 2, 3}));
+  set_num_threads(2);
+  const double two = values(x.sum())[0];
+  const std::vector<double> two_per_channel = values(images.sum({0, 2, 3}));
+  set_num_threads(threads);
+  EXPECT_EQ(one, two);  // bit for bit
+  EXPECT_EQ(one_per_channel, two_per_channel);
+}
