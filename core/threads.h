@@ -1,11 +1,21 @@
-// core/threads.h — how many threads Kiln's CPU kernels use (see Note [CPU threads] in
-// core/cpu/parallel.h). Defaults to OpenMP's default (all cores, or OMP_NUM_THREADS).
+// core/threads.h — how many threads Kiln's CPU kernels use (Note [CPU threads] in
+// core/cpu/parallel.h). By default every core the process may run on, backing off while
+// another process needs them (Note [Sharing the machine] in core/cpu/thread_budget.h); an
+// explicit count, from set_num_threads or the environment (KILN_NUM_THREADS, else
+// OMP_NUM_THREADS), is used as given.
+//   KILN_NUM_THREADS=1 ./train          # one thread, as reproducible as it gets
+//   kiln::set_num_threads(4);          // the same from code
 #pragma once
 
 namespace kiln {
 
-/// Sets the thread count for CPU kernels, including Eigen's GEMM.
+/// Sets the thread count for CPU kernels (Kiln's, Eigen's and oneDNN's), for every thread, and
+/// turns the back-off off.
 void set_num_threads(int n);
+/// The explicit count, or the most threads Kiln uses when it adapts.
 int get_num_threads();
+/// Runs this thread's CPU kernels on one thread from now on, whatever the process-wide count
+/// (DataLoader workers do, so they do not compete with the training step for its cores).
+void use_one_thread_on_this_thread();
 
 }  // namespace kiln

@@ -1,8 +1,6 @@
 // data/dataloader.cpp — the epoch run: sampling, workers, ordered hand-off, pinning.
 #include "data/dataloader.h"
 
-#include <omp.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -11,6 +9,7 @@
 #include <thread>
 
 #include "core/cuda/cuda.h"
+#include "core/threads.h"
 #include "core/warning.h"
 #include "data/sampler.h"
 
@@ -136,7 +135,7 @@ class DataLoader::Run {
   }
 
   void work(std::size_t worker) {
-    omp_set_num_threads(1);  // see Note [DataLoader workers]
+    use_one_thread_on_this_thread();  // see Note [DataLoader workers]
     while (true) {
       std::size_t index;
       {

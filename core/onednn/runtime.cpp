@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/backends.h"
+#include "core/cpu/thread_budget.h"
 #include "core/error.h"
 #include "core/ops/allocate.h"
 
@@ -146,6 +147,7 @@ Prepared::Prepared(dnnl::primitive primitive, const dnnl::primitive_desc_base& p
 }
 
 void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) const {
+  cpu::threads_for_region();  // oneDNN forks omp_get_max_threads() threads: keep it current
   try {
     execute(pointers);
   } catch (const dnnl::error& e) {
