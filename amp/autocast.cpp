@@ -3,10 +3,13 @@
 #include "amp/autocast.h"
 
 #include <array>
+#include <sstream>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
+#include "core/backends.h"
 #include "core/error.h"
+#include "core/warning.h"
 
 namespace kiln::amp {
 
@@ -35,6 +38,20 @@ std::size_t slot(DeviceType type) { return static_cast<std::size_t>(type); }
 
 bool is_lower(DType t) { return t == kFloat16 || t == kBFloat16; }
 
+/// Says once when CPU autocast can only save memory: the convolutions and matrix products it
+/// casts down run in the low dtype natively only through oneDNN on a CPU with AVX512_BF16 or
+/// AMX; elsewhere Kiln's kernels widen them to Float32 and round the result.
+void warn_if_cpu_autocast_is_not_faster(DType dtype) {
+  if (dtype == kBFloat16 && backends::onednn_has_bf16()) return;
+  const std::string isa = backends::onednn_is_available() ? backends::onednn_cpu_isa() : "no oneDNN in this build";
+  std::ostringstream message;
+  message << "CPU autocast to " << scalar_type_name(dtype) << ": this CPU has no native " << scalar_type_name(dtype)
+          << " kernels (oneDNN instruction set: " << isa
+          << "; BFloat16 needs AVX512_BF16 or AMX), so convolutions and matrix products widen to Float32 and round "
+             "back: autocast saves activation memory here, not time";
+  warn_once("cpu_autocast_not_faster", message.str());
+}
+
 }  // namespace
 
 autocast::autocast(DeviceType device_type, bool enabled, std::optional<DType> dtype)
@@ -51,6 +68,7 @@ autocast::autocast(DeviceType device_type, bool enabled, std::optional<DType> dt
   ++state.guards;
   state.enabled[slot(device_type)] = enabled;
   if (dtype) state.dtype[slot(device_type)] = *dtype;
+  if (enabled && device_type == DeviceType::CPU) warn_if_cpu_autocast_is_not_faster(state.dtype[slot(device_type)]);
 }
 
 autocast::~autocast() {

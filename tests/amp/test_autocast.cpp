@@ -218,3 +218,23 @@ TEST(Autocast, TrainingUnderCpuAutocastMatchesFloat32Accuracy) {
   std::cout << "Float32 " << fp32 << "%, BFloat16 autocast " << bf16 << "%\n";
   EXPECT_NEAR(bf16, fp32, 0.5) << "Float32 " << fp32 << "%, BFloat16 autocast " << bf16 << "%";
 }
+
+TEST(Autocast, OnACpuWithoutNativeBFloat16ItSaysOnceThatItSavesMemoryNotTime) {
+  std::vector<std::string> warnings;
+  auto previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  reset_warnings_given();
+  for (int i = 0; i < 3; ++i) {
+    autocast region(DeviceType::CPU);
+    (void)matmul(ones({4, 4}), ones({4, 4}));
+  }
+  { autocast cuda_region(DeviceType::CUDA); }  // only the CPU's regions concern the CPU's kernels
+  set_warning_handler(previous);
+  if (backends::onednn_has_bf16()) {
+    EXPECT_TRUE(warnings.empty());  // oneDNN runs BFloat16 natively here
+  } else {
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("CPU autocast to BFloat16: this CPU has no native BFloat16 kernels"),
+              std::string::npos);
+    EXPECT_NE(warnings[0].find("saves activation memory here, not time"), std::string::npos);
+  }
+}
