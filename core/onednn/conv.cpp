@@ -127,6 +127,9 @@ void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_o
 
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                    const Im2ColGeometry& g, std::int64_t groups) {
+  if (cpu::conv2d_weight_gradient_is_thin(input, grad_weight, groups)) {
+    return cpu::thin_conv2d_weight_gradient(grad_weight, grad_output, input, g);
+  }
   const auto p = prepared(Pass::BackwardWeights, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups);
   if (!p) return cpu::conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
   p->run({{DNNL_ARG_SRC, input.raw_data_ptr()}, {DNNL_ARG_DIFF_DST, grad_output.raw_data_ptr()},

@@ -72,7 +72,9 @@ TEST_F(OneDnnRoute, ConvolutionsOfEveryGeometryMatchTheEigenRoute) {
   };
   const Geometry geometries[] = {
       {"3x3, padding 1 (the examples' layers)", {4, 8, 14, 14}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
-      {"one input channel", {4, 1, 12, 12}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
+      {"one input channel (a thin input: Kiln's direct weight gradient)", {4, 1, 12, 12}, {8, 1, 3, 3}, {1, 1}, {1, 1},
+       {1, 1}, 1, true},
+      {"three channels, stride 2, dilation 2 (thin)", {2, 3, 13, 11}, {4, 3, 3, 3}, {2, 2}, {2, 1}, {2, 2}, 1, true},
       {"stride 2, odd size: the right padding is smaller", {2, 3, 9, 7}, {4, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, false},
       {"stride 3 leaves columns unread (negative right padding)", {2, 3, 8, 8}, {5, 3, 2, 2}, {3, 3}, {0, 0}, {1, 1}, 1, true},
       {"dilation 2, rectangular kernel", {2, 4, 11, 10}, {6, 4, 3, 2}, {1, 1}, {2, 1}, {2, 2}, 1, false},
