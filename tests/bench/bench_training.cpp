@@ -1,7 +1,15 @@
-// tests/bench/bench_training.cpp — one training step of the examples' CNN (batch 128, SGD),
-// beside the same step's matrix products done directly in Eigen: the GEMMs are the floor any
-// im2col implementation pays, so the ratio says how much Kiln adds around them.
-//   build/tests/bench/bench_training --benchmark_filter=Cnn
+// tests/bench/bench_training.cpp — training steps beside the limits they are measured against,
+// all in one binary so the ratios come from one run:
+//   - the machine's Float32 peak (BM_FmaPeak) and each step's FLOP floor at that peak
+//     (counter x_floor = step time / floor);
+//   - the examples' CNN (batch 128, SGD) and MLP 784-512-256-10 (batch 128, SGD) on the
+//     library route (route:1, oneDNN) and the Eigen route (route:0);
+//   - the same step's matrix products done directly in Eigen, and (tests/bench/onednn/
+//     raw_layers.cpp, where oneDNN is built) its layers as raw oneDNN primitives;
+//   - single layers beside memcpy (pooling) or raw oneDNN (a convolution forward + backward).
+// Counters: oneDNN primitives built and fallbacks per step (both 0 at steady state), CPU
+// cache misses per step.
+//   build/tests/bench/bench_training --benchmark_filter='Step|Peak'
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Dense>
@@ -11,32 +19,73 @@
 
 #include "../../examples/support/models.h"
 #include "kiln.h"
+#include "step_flops.h"
 
 namespace {
 
 using namespace kiln;
 
-void BM_KilnCnnStepSgd(benchmark::State& state) {
-  manual_seed(0);
-  examples::Cnn cnn;
-  Tensor x = rand({128, 1, 28, 28});
-  Tensor y = randint(0, 10, {128});
-  optim::SGD sgd(cnn.parameters(), optim::SGDOptions(0.01).momentum(0.9));
-  const CpuAllocatorStats before = cpu_allocator_stats();
-  for (auto _ : state) {
+void BM_FmaPeak(benchmark::State& state) {
+  double gflops = 0;
+  for (auto _ : state) gflops = bench::fma_peak_gflops(5'000'000);
+  state.counters["GFLOP/s"] = gflops;
+  state.counters["threads"] = get_num_threads();
+}
+BENCHMARK(BM_FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+/// Counters every step reports: what oneDNN built or handed back, and CPU cache misses.
+class StepCounters {
+ public:
+  StepCounters() : onednn_(backends::onednn_stats()), cache_(cpu_allocator_stats()) {}
+  void report(benchmark::State& state) const {
+    const auto per_step = [&](std::int64_t n) {
+      return benchmark::Counter(static_cast<double>(n) / static_cast<double>(state.iterations()));
+    };
+    const backends::OneDnnStats onednn = backends::onednn_stats();
+    state.counters["primitives_built/step"] = per_step(onednn.primitives_created - onednn_.primitives_created);
+    state.counters["fallbacks/step"] = per_step(onednn.fallbacks - onednn_.fallbacks);
+    state.counters["cache_misses/step"] = per_step(cpu_allocator_stats().cache_misses - cache_.cache_misses);
+  }
+
+ private:
+  backends::OneDnnStats onednn_;
+  CpuAllocatorStats cache_;
+};
+
+/// One SGD step of `model` on (x, y), `warmup` times before the timed loop builds what
+/// the step needs.
+template <class Model>
+void train_steps(benchmark::State& state, Model& model, const Tensor& x, const Tensor& y, double flops) {
+  backends::OpKernelsGuard route(DeviceType::CPU, state.range(0) != 0);
+  optim::SGD sgd(model.parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  auto step = [&] {
     sgd.zero_grad();
-    Tensor loss = nn::functional::cross_entropy(cnn.forward(x), y);
+    Tensor loss = nn::functional::cross_entropy(model.forward(x), y);
     loss.backward();
     sgd.step();
-  }
-  const CpuAllocatorStats after = cpu_allocator_stats();
-  state.counters["cache_misses/step"] =
-      benchmark::Counter(static_cast<double>(after.cache_misses - before.cache_misses) /
-                         static_cast<double>(state.iterations()));
+  };
+  step();
+  const StepCounters counters;
+  for (auto _ : state) step();
+  counters.report(state);
+  bench::report_flops(state, flops);
 }
-BENCHMARK(BM_KilnCnnStepSgd)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The matrix products of the same step (forward, weight gradients, input gradients), with
+void BM_CnnStep(benchmark::State& state) {
+  manual_seed(0);
+  examples::Cnn cnn;
+  train_steps(state, cnn, rand({128, 1, 28, 28}), randint(0, 10, {128}), bench::cnn_step_flops(128));
+}
+BENCHMARK(BM_CnnStep)->ArgName("route")->Arg(1)->Arg(0)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_MlpStep(benchmark::State& state) {
+  manual_seed(0);
+  examples::Mlp mlp;
+  train_steps(state, mlp, rand({128, 784}), randint(0, 10, {128}), bench::mlp_step_flops(128));
+}
+BENCHMARK(BM_MlpStep)->ArgName("route")->Arg(1)->Arg(0)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The matrix products of the CNN step (forward, weight gradients, input gradients) with
 // Eigen's own blocking and threading, on preallocated row-major buffers.
 void BM_EigenCnnStepGemmsOnly(benchmark::State& state) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -66,8 +115,25 @@ void BM_EigenCnnStepGemmsOnly(benchmark::State& state) {
     for (Gemm& g : gemms) g.c.noalias() = g.a * g.b;
     benchmark::ClobberMemory();
   }
+  bench::report_flops(state, bench::cnn_step_flops(128));
 }
 BENCHMARK(BM_EigenCnnStepGemmsOnly)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The CNN's second convolution, forward and both gradients, through Kiln (autograd, the
+// library route, reorders to and from NCHW), beside tests/bench/onednn/raw_layers.cpp's raw
+// primitives for the same shapes.
+void BM_KilnConv2dForwardBackward(benchmark::State& state) {
+  manual_seed(0);
+  const Tensor x = rand({128, 32, 14, 14}).as_leaf(true), w = (randn({64, 32, 3, 3}) * 0.1).as_leaf(true);
+  const Tensor grad = randn({128, 64, 14, 14});
+  auto pass = [&] { conv2d(x, w, {}, {1, 1}, {1, 1}).backward(grad); };
+  pass();
+  const StepCounters counters;
+  for (auto _ : state) pass();
+  counters.report(state);
+  bench::report_flops(state, 3 * bench::conv_flops(128, 32, 64, 14, 14, 3));
+}
+BENCHMARK(BM_KilnConv2dForwardBackward)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The CNN's layers one at a time, beside a memcpy of the layer's input: pooling and the
 // column copies (im2col) are memory-bound, so their floor is a pass over the bytes.
@@ -96,6 +162,8 @@ void BM_Conv2dForward(benchmark::State& state) {
   Tensor x = rand({128, in, size, size});
   NoGradGuard no_grad;
   for (auto _ : state) benchmark::DoNotOptimize(conv.forward(x));
+  bench::report_flops(state, bench::conv_flops(128, static_cast<double>(in), 2.0 * static_cast<double>(in),
+                                               static_cast<double>(size), static_cast<double>(size), 3));
 }
 BENCHMARK(BM_Conv2dForward)->Args({16, 28})->Args({32, 14})->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -1,0 +1,146 @@
+// tests/bench/onednn/raw_layers.cpp — the CNN step's layers as raw oneDNN primitives, linked
+// into bench_training where oneDNN is built, so Kiln's step is measured beside what the
+// library itself reaches in the same run:
+//   - BM_OneDnnCnnLayers: every convolution pass and matrix product of the step, each on the
+//     layout its primitive prefers (no reorders): the library's floor for the step's FLOPs;
+//   - BM_OneDnnConv2dForwardBackward: the second convolution's three passes, on the blocked
+//     layouts alone (layout:0), and from and to NCHW with the reorders a framework pays at its
+//     op boundaries (layout:1): Kiln's BM_KilnConv2dForwardBackward is measured against these.
+// Read next: core/onednn/conv.cpp.
+#include <benchmark/benchmark.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <array>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "../step_flops.h"
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+const dnnl::engine& engine() {
+  static const dnnl::engine instance(dnnl::engine::kind::cpu, 0);
+  return instance;
+}
+
+/// A memory object of `desc`, filled with small values.
+memory filled(const memory::desc& desc) {
+  memory m(desc, engine());
+  float* p = static_cast<float*>(m.get_data_handle());
+  for (std::size_t i = 0; i < desc.get_size() / sizeof(float); ++i) p[i] = static_cast<float>(i % 13) * 0.01f;
+  return m;
+}
+
+/// The three passes of a 3x3, padding-1 convolution [n, c, h, h] -> [n, o, h, h], each with
+/// its arguments in the layouts its primitive chose, and the reorders that bring them from
+/// and to NCHW (what Kiln's kernels do around each pass, Note [Layouts at op boundaries]).
+class RawConvolution {
+ public:
+  RawConvolution(memory::dim n, memory::dim c, memory::dim o, memory::dim h) {
+    const memory::dims src{n, c, h, h}, weights{o, c, 3, 3}, dst{n, o, h, h}, one{1, 1};
+    const auto f32 = memory::data_type::f32;
+    const memory::desc any_src(src, f32, Tag::any), any_weights(weights, f32, Tag::any), any_dst(dst, f32, Tag::any);
+    const dnnl::convolution_forward::primitive_desc forward(
+        {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_src, any_weights, any_dst, one,
+         {0, 0}, one, one},
+        engine());
+    const dnnl::convolution_backward_data::primitive_desc data(
+        {dnnl::algorithm::convolution_direct, any_src, any_weights, any_dst, one, {0, 0}, one, one}, engine(), forward);
+    const dnnl::convolution_backward_weights::primitive_desc weight(
+        {dnnl::algorithm::convolution_direct, any_src, any_weights, any_dst, one, {0, 0}, one, one}, engine(), forward);
+    const memory plain_src = filled({src, f32, Tag::nchw}), plain_weights = filled({weights, f32, Tag::oihw}),
+                 plain_dst = filled({dst, f32, Tag::nchw});
+    passes_.push_back({dnnl::convolution_forward(forward),
+                       {arg(DNNL_ARG_SRC, plain_src, forward.src_desc(), false),
+                        arg(DNNL_ARG_WEIGHTS, plain_weights, forward.weights_desc(), false),
+                        arg(DNNL_ARG_DST, plain_dst, forward.dst_desc(), true)}});
+    passes_.push_back({dnnl::convolution_backward_data(data),
+                       {arg(DNNL_ARG_DIFF_DST, plain_dst, data.diff_dst_desc(), false),
+                        arg(DNNL_ARG_WEIGHTS, plain_weights, data.weights_desc(), false),
+                        arg(DNNL_ARG_DIFF_SRC, plain_src, data.diff_src_desc(), true)}});
+    passes_.push_back({dnnl::convolution_backward_weights(weight),
+                       {arg(DNNL_ARG_SRC, plain_src, weight.src_desc(), false),
+                        arg(DNNL_ARG_DIFF_DST, plain_dst, weight.diff_dst_desc(), false),
+                        arg(DNNL_ARG_DIFF_WEIGHTS, plain_weights, weight.diff_weights_desc(), true)}});
+  }
+  /// Runs pass i (0 forward, 1 backward-data, 2 backward-weights), with its reorders when
+  /// `from_nchw`.
+  void run(int i, dnnl::stream& s, bool from_nchw) {
+    Pass& p = passes_[static_cast<std::size_t>(i)];
+    std::unordered_map<int, memory> args;
+    for (Argument& a : p.arguments) {
+      args[a.id] = a.wanted;
+      if (from_nchw && a.reorder && !a.is_output) a.reorder->execute(s, a.plain, a.wanted);
+    }
+    p.primitive.execute(s, args);
+    for (Argument& a : p.arguments) {
+      if (from_nchw && a.reorder && a.is_output) a.reorder->execute(s, a.wanted, a.plain);
+    }
+  }
+
+ private:
+  struct Argument {
+    int id;
+    memory plain, wanted;
+    std::optional<dnnl::reorder> reorder;
+    bool is_output;
+  };
+  struct Pass {
+    dnnl::primitive primitive;
+    std::vector<Argument> arguments;
+  };
+  static Argument arg(int id, const memory& plain, const memory::desc& wanted, bool is_output) {
+    Argument a{id, plain, filled(wanted), std::nullopt, is_output};
+    if (wanted != plain.get_desc()) a.reorder = is_output ? dnnl::reorder(a.wanted, plain) : dnnl::reorder(plain, a.wanted);
+    return a;
+  }
+  std::vector<Pass> passes_;
+};
+
+/// dnnl_sgemm on row-major buffers: c[m, n] = a[m, k] b[k, n].
+struct RawGemm {
+  RawGemm(memory::dim m, memory::dim k, memory::dim n)
+      : m(m), k(k), n(n), a(static_cast<std::size_t>(m * k), 0.5f), b(static_cast<std::size_t>(k * n), 0.25f),
+        c(static_cast<std::size_t>(m * n)) {}
+  void run() { dnnl_sgemm('N', 'N', m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n); }
+  memory::dim m, k, n;
+  std::vector<float> a, b, c;
+};
+
+void BM_OneDnnCnnLayers(benchmark::State& state) {
+  dnnl::stream s(engine());
+  RawConvolution conv1(128, 1, 32, 28), conv2(128, 32, 64, 14);
+  std::vector<RawGemm> gemms;
+  for (auto [m, k, n] : {std::array<memory::dim, 3>{128, 3136, 128}, {128, 128, 3136}, {128, 128, 3136},
+                         {128, 128, 10}, {10, 128, 128}, {128, 10, 128}}) {
+    gemms.emplace_back(m, k, n);
+  }
+  for (auto _ : state) {
+    conv1.run(0, s, false);
+    conv1.run(2, s, false);
+    for (int pass = 0; pass < 3; ++pass) conv2.run(pass, s, false);
+    for (RawGemm& g : gemms) g.run();
+    s.wait();
+  }
+  kiln::bench::report_flops(state, kiln::bench::cnn_step_flops(128));
+}
+BENCHMARK(BM_OneDnnCnnLayers)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_OneDnnConv2dForwardBackward(benchmark::State& state) {
+  dnnl::stream s(engine());
+  RawConvolution conv(128, 32, 64, 14);
+  const bool from_nchw = state.range(0) != 0;
+  for (auto _ : state) {
+    for (int pass = 0; pass < 3; ++pass) conv.run(pass, s, from_nchw);
+    s.wait();
+  }
+  kiln::bench::report_flops(state, 3 * kiln::bench::conv_flops(128, 32, 64, 14, 14, 3));
+}
+BENCHMARK(BM_OneDnnConv2dForwardBackward)->ArgName("layout")->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
