@@ -9,8 +9,8 @@
 
 namespace kiln {
 
-/// Sets the thread count for CPU kernels (Kiln's, Eigen's and oneDNN's), for every thread, and
-/// turns the back-off off.
+/// Sets the thread count for CPU kernels (Kiln's, and oneDNN's; Kiln splits Eigen's GEMMs
+/// itself), for every thread, and turns the back-off off.
 void set_num_threads(int n);
 /// The explicit count, or the most threads Kiln uses when it adapts.
 int get_num_threads();

@@ -47,8 +47,7 @@ void with_map(const T* p, std::int64_t rows, std::int64_t cols, Layout l, const 
   }
 }
 
-/// c[M, N] (row-major, leading stride ldc) = a[M, K] @ b[K, N], on the calling thread (or
-/// Eigen's own threads when called outside a parallel region).
+/// c[M, N] (row-major, leading stride ldc) = a[M, K] @ b[K, N], on the calling thread.
 template <class T>
 void gemm(T* c, std::int64_t ldc, const T* a, Layout la, const T* b, Layout lb, std::int64_t M, std::int64_t K,
           std::int64_t N) {
@@ -130,6 +129,10 @@ void bmm_native(const Tensor& out, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
+  // Eigen's own parallel GEMM busy-waits on its peers, and a product Kiln did not split (one
+  // slab) would take it: Kiln does all the splitting (Note [Splitting a GEMM across threads]).
+  static const bool eigen_single_threaded = (Eigen::setNbThreads(1), true);
+  (void)eigen_single_threaded;
   dispatch_dtype<GemmTypes>(out.dtype(), "addmm_impl_cpu_", [&]<typename T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       bmm_native<T>(out, mappable(a, out.dtype()), mappable(b, out.dtype()));

@@ -6,7 +6,6 @@
 #include <omp.h>
 #include <unistd.h>
 
-#include <Eigen/Core>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -139,7 +138,6 @@ void set_num_threads(int n) {
   cpu::set_explicit_threads(n);
   omp_set_num_threads(n);
   cpu::this_thread().applied = n;
-  Eigen::setNbThreads(n);
 }
 
 int get_num_threads() {

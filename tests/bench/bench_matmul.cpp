@@ -22,6 +22,7 @@ void BM_EigenGemm(benchmark::State& state) {
   const auto m = state.range(0), k = state.range(1), n = state.range(2);
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Mat a = Mat::Random(m, k), b = Mat::Random(k, n), c(m, n);
+  Eigen::setNbThreads(get_num_threads());  // Eigen's own threading: the raw baseline
   for (auto _ : state) {
     c.noalias() = a * b;
     benchmark::DoNotOptimize(c.data());
@@ -151,6 +152,7 @@ struct EigenMlp {
 };
 
 void BM_EigenMlpStepSgd(benchmark::State& state) {
+  Eigen::setNbThreads(get_num_threads());  // Eigen's own threading: the raw baseline
   EigenMlp mlp;
   EigenMlp::Mat x = EigenMlp::Mat::Random(128, 784).cwiseAbs();
   std::vector<int> y(128);

@@ -96,6 +96,7 @@ void BM_EigenCnnStepGemmsOnly(benchmark::State& state) {
     return Gemm{Mat::Random(m, k), Mat::Random(k, n), Mat(m, n)};
   };
   const Eigen::Index n = 128;
+  Eigen::setNbThreads(get_num_threads());  // Eigen's own threading: the raw baseline
   std::vector<Gemm> gemms;
   // conv1: columns [N*784, 9] x [9, 32]; weight grad [32, N*784] x [N*784, 9]
   gemms.push_back(product(n * 784, 9, 32));
