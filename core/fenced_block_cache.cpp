@@ -5,15 +5,28 @@
 #include <bit>
 
 #include "core/error.h"
+#include "core/warning.h"
 
 namespace kiln {
 
 FencedBlockCache::FencedBlockCache(HostBlockSource& source) : source_(source) {}
 
 FencedBlockCache::~FencedBlockCache() {
-  // Blocks still in use or in flight at exit are leaked rather than freed under a copy.
+  std::size_t held = 0, held_bytes = 0;
   for (auto& [ptr, block] : blocks_) {
-    if (!block.in_use && fences_done(block)) source_.free(ptr, block.size);
+    if (block.in_use) {
+      ++held;
+      held_bytes += block.size;
+      continue;
+    }
+    // Freeing a block under a running copy would hand its bytes to the next owner while the
+    // device still reads them: wait for the copy first.
+    for (const std::shared_ptr<Fence>& fence : block.fences) fence->wait();
+    source_.free(ptr, block.size);
+  }
+  if (held > 0) {
+    warn("a pinned-memory cache was destroyed while " + std::to_string(held) + " of its blocks (" +
+         std::to_string(held_bytes) + " bytes) were still in use: they stay allocated for the tensors that hold them");
   }
 }
 

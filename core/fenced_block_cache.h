@@ -25,6 +25,8 @@ class Fence {
  public:
   virtual ~Fence() = default;
   virtual bool done() const = 0;
+  /// Blocks until done.
+  virtual void wait() = 0;
 };
 
 /// Where blocks come from (cudaHostAlloc / cudaFreeHost on a GPU).
@@ -47,6 +49,9 @@ struct FencedCacheStats {
 class FencedBlockCache {
  public:
   explicit FencedBlockCache(HostBlockSource& source);
+  /// Returns every block to the source, waiting first for the copies recorded on a freed
+  /// block. A block still in use belongs to a tensor that outlives the cache: it is left
+  /// allocated (freeing it would leave the tensor dangling), and a warning says how many.
   ~FencedBlockCache();
   FencedBlockCache(const FencedBlockCache&) = delete;
   FencedBlockCache& operator=(const FencedBlockCache&) = delete;

@@ -26,6 +26,7 @@ class EventFence final : public Fence {
  public:
   explicit EventFence(const Stream& stream) { event_.record(stream); }
   bool done() const override { return event_.query(); }
+  void wait() override { event_.synchronize(); }
 
  private:
   Event event_;

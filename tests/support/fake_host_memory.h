@@ -22,11 +22,17 @@ class CountingSource final : public HostBlockSource {
   int allocations = 0, frees = 0;
 };
 
-/// An asynchronous copy that "finishes" when the test says so.
+/// An asynchronous copy that "finishes" when the test says so; waiting on it finishes it (and
+/// is counted).
 class FakeCopy final : public Fence {
  public:
   bool done() const override { return finished; }
+  void wait() override {
+    ++waits;
+    finished = true;
+  }
   bool finished = false;
+  int waits = 0;
 };
 
 }  // namespace kiln::testing
