@@ -131,9 +131,10 @@ dnnl::primitive_attr attributes() {
 }
 
 Prepared::Prepared(dnnl::primitive primitive, const dnnl::primitive_desc_base& pd, std::vector<Argument> arguments)
-    : primitive_((require_optimised(pd), std::move(primitive))),
+    : primitive_(std::move(primitive)),
       scratchpad_bytes_(pd.scratchpad_desc().get_size()),
       arguments_(std::move(arguments)) {
+  require_optimised(pd);
   for (const Argument& a : arguments_) {
     if (a.plain == a.wanted) {
       reorders_.emplace_back();
@@ -147,7 +148,6 @@ Prepared::Prepared(dnnl::primitive primitive, const dnnl::primitive_desc_base& p
 }
 
 void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) const {
-  cpu::threads_for_region();  // oneDNN forks omp_get_max_threads() threads: keep it current
   try {
     execute(pointers);
   } catch (const dnnl::error& e) {
@@ -207,13 +207,17 @@ Key make_key(std::initializer_list<std::int64_t> values) {
 }
 
 std::size_t extend_key(Key& key, std::size_t used, IntArrayRef values) {
-  KILN_CHECK(used + values.size() <= key.size(), "oneDNN: a primitive key of more than ", key.size(), " values");
+  KILN_CHECK(used + values.size() < key.size(), "oneDNN: a primitive key of more than ", key.size() - 1, " values");
   for (std::int64_t v : values) key[used++] = v;
   return used;
 }
 
 std::shared_ptr<const Prepared> cached(const Key& key, const std::function<Prepared()>& build) {
-  return cache().get(key, build);
+  // A primitive splits its work for the thread count at its creation and forks that many
+  // whenever it runs: the count the budget allows now is part of what it is cached under.
+  Key with_threads = key;
+  with_threads.back() = cpu::threads_for_region();
+  return cache().get(with_threads, build);
 }
 
 void count_fallback() { ++g_fallbacks; }

@@ -89,13 +89,15 @@ class Prepared {
 // milliseconds, far more than running a small one. Like the cuDNN algorithm cache, Kiln keeps
 // what it built under a key of everything that shaped it (the op and direction, dtype, sizes,
 // strides, window), so a training step at steady state creates none
-// (backends::onednn_stats().primitives_created stops growing; bench_training prints it). A
+// (backends::onednn_stats().primitives_created stops growing; bench_training prints it). The
+// thread count belongs to the key: a primitive divides its work among the threads there were
+// when it was built, so the back-off of Note [Sharing the machine] builds a second one. A
 // shape oneDNN has no kernel for is remembered too (as an empty entry), so it is not asked
 // again, and its calls take the Eigen route (`fallbacks`). The cache holds the
 // kCacheCapacity most recently used entries.
 
 inline constexpr std::size_t kCacheCapacity = 1024;
-/// Up to 32 integers that identify a primitive.
+/// Up to 31 integers that identify a primitive (the last slot is the thread count's, see cached()).
 using Key = std::array<std::int64_t, 32>;
 /// A key from a list of values (the first is the op's tag, the rest its dims and parameters).
 Key make_key(std::initializer_list<std::int64_t> values);
