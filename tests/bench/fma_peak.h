@@ -7,6 +7,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -54,9 +55,14 @@ inline double fma_peak_gflops(std::int64_t iterations = 20'000'000) {
   return 2.0 * kFmaChains * kLanes * static_cast<double>(iterations) * threads / seconds * 1e-9;
 }
 
-/// The peak measured once per process.
+/// The peak measured once per process: the best of three runs, since a run that starts while
+/// the other threads are still busy (a step benchmark just ended) reads low.
 inline double measured_peak_gflops() {
-  static const double peak = fma_peak_gflops();
+  static const double peak = [] {
+    double best = 0;
+    for (int run = 0; run < 3; ++run) best = std::max(best, fma_peak_gflops());
+    return best;
+  }();
   return peak;
 }
 
