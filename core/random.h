@@ -9,6 +9,8 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <span>
+#include <vector>
 
 namespace kiln {
 
@@ -54,6 +56,12 @@ class CpuGenerator {
   /// A standard normal in double (Box-Muller; the second value of each pair is cached).
   double normal_double();
 
+  /// The whole state (engine, seed, cached normal) as bytes, so that a resumed run draws
+  /// exactly what an uninterrupted one would; set_state() restores it and rejects bytes that
+  /// are not such a state.
+  std::vector<std::uint8_t> get_state() const;
+  void set_state(std::span<const std::uint8_t> bytes);
+
   /// Callers hold this while drawing, so that one op's draws are contiguous in the stream.
   std::mutex& mutex() { return mutex_; }
 
@@ -71,5 +79,18 @@ CpuGenerator& default_cpu_generator();
 void manual_seed(std::uint64_t seed);
 /// The seed last given to manual_seed (or the default).
 std::uint64_t initial_seed();
+
+class Tensor;
+/// The CPU generator's state as a 1-D UInt8 tensor (torch.get_rng_state()).
+Tensor get_rng_state();
+/// Restores a state from get_rng_state(); anything else is an error.
+void set_rng_state(const Tensor& state);
+
+namespace cuda {
+/// The CUDA generator's state (seed and Philox offset) as a 1-D UInt8 tensor
+/// (torch.cuda.get_rng_state()); "not compiled with CUDA" in a build without it.
+Tensor get_rng_state();
+void set_rng_state(const Tensor& state);
+}  // namespace cuda
 
 }  // namespace kiln

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "core/allocator.h"
 #include "core/caching_allocator.h"
@@ -40,6 +41,9 @@ void set_device(int index);
 void synchronize(int device = -1);
 /// Seeds the CUDA generators (all devices).
 void manual_seed(std::uint64_t seed);
+/// The generator's (seed, Philox offset): all a resumed run needs to continue its stream.
+std::pair<std::uint64_t, std::uint64_t> generator_state();
+void set_generator_state(std::uint64_t seed, std::uint64_t offset);
 
 /// Makes `device` current for its lifetime, then restores the previous one.
 class DeviceGuard {

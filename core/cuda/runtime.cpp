@@ -277,6 +277,17 @@ void manual_seed(std::uint64_t seed) {
   generator_offset = 0;
 }
 
+std::pair<std::uint64_t, std::uint64_t> generator_state() {
+  std::lock_guard<std::mutex> lock(generator_mutex);
+  return {generator_seed, generator_offset};
+}
+
+void set_generator_state(std::uint64_t seed, std::uint64_t offset) {
+  std::lock_guard<std::mutex> lock(generator_mutex);
+  generator_seed = seed;
+  generator_offset = offset;
+}
+
 std::pair<std::uint64_t, std::uint64_t> philox_seed_and_offset(std::uint64_t counters) {
   std::lock_guard<std::mutex> lock(generator_mutex);
   const std::uint64_t offset = generator_offset;

@@ -24,6 +24,8 @@ int current_device() { not_built(); }
 void set_device(int) { not_built(); }
 void synchronize(int) { not_built(); }
 void manual_seed(std::uint64_t) {}
+std::pair<std::uint64_t, std::uint64_t> generator_state() { not_built(); }
+void set_generator_state(std::uint64_t, std::uint64_t) { not_built(); }
 
 DeviceGuard::DeviceGuard(int) : previous_(0) { not_built(); }
 DeviceGuard::~DeviceGuard() = default;

@@ -77,3 +77,36 @@ TEST(Random, ArgumentErrors) {
   EXPECT_ERROR(t.normal_(0, -1), "normal expects std >= 0.0");
   EXPECT_ERROR(t.uniform_(1, 0), "uniform_ expects to return a [from, to) range");
 }
+
+// A generator state restores the exact stream: every kind of draw (uniform floats, the
+// blocked normal fill, the Box-Muller cache of short normal fills, integers, dropout) repeats
+// after set_rng_state, which is what lets a resumed training run draw the same dropout masks.
+TEST(Random, StateRoundTripRepeatsEveryKindOfDraw) {
+  manual_seed(2024);
+  (void)randn({3});  // leaves the second value of a Box-Muller pair cached
+  const Tensor state = get_rng_state();
+  EXPECT_EQ(state.dtype(), kUInt8);
+  EXPECT_EQ(state.dim(), 1);
+  auto draw = [] {
+    return std::vector<Tensor>{rand({5}), randn({1}), randn({20}), randint(0, 1000, {6}), rand({4}, kFloat64),
+                               dropout(ones({64}), 0.5, true)};
+  };
+  const std::vector<Tensor> first = draw();
+  manual_seed(7);  // move the stream elsewhere
+  (void)rand({100});
+  set_rng_state(state);
+  const std::vector<Tensor> again = draw();
+  for (std::size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(equal(first[i], again[i])) << "draw " << i;
+  EXPECT_EQ(initial_seed(), 2024u);  // the seed is part of the state
+}
+
+TEST(Random, SetRngStateRefusesAnythingElse) {
+  EXPECT_ERROR(set_rng_state(zeros({4})), "set_rng_state: expected a 1-D kiln.uint8 tensor saved by get_rng_state(), got kiln.float32 of shape [4]");
+  EXPECT_ERROR(set_rng_state(zeros({8}, kUInt8)), "is not a generator state saved by get_rng_state()");
+  // A truncated state: the engine's words are cut short.
+  const Tensor state = get_rng_state();
+  EXPECT_ERROR(set_rng_state(state.slice(0, 0, state.numel() / 2)), "is not a generator state");
+  if (!cuda::is_built()) {
+    EXPECT_ERROR(cuda::get_rng_state(), "not compiled with CUDA");
+  }
+}
