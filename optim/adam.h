@@ -15,6 +15,14 @@ namespace kiln::optim {
 struct AdamOptions : OptimizerOptions {
   explicit AdamOptions(double lr = 1e-3) : OptimizerOptions(lr) {}
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamOptions>(*this); }
+  void visit_hyperparameters(HyperparameterVisitor& visit) override {
+    OptimizerOptions::visit_hyperparameters(visit);
+    visit("betas", betas_);
+    visit("eps", eps_);
+    visit("weight_decay", weight_decay_);
+    visit("amsgrad", amsgrad_);
+    visit("maximize", maximize_);
+  }
   AdamOptions& betas(std::pair<double, double> b) { betas_ = b; return *this; }
   AdamOptions& eps(double v) { eps_ = v; return *this; }
   AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }

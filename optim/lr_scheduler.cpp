@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/creation.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 
@@ -24,6 +25,42 @@ std::vector<double> LRScheduler::get_last_lr() const {
   std::vector<double> out;
   for (const auto& g : optimizer_.param_groups()) out.push_back(g.options->lr);
   return out;
+}
+
+namespace {
+
+const Tensor& entry(const nn::StateDict& dict, const std::string& name, const char* who) {
+  const Tensor* t = dict.find(name);
+  KILN_CHECK_VALUE(t != nullptr, who, ".load_state_dict: the state dict is missing '", name, "'");
+  return *t;
+}
+
+std::vector<double> doubles(const Tensor& t) {
+  const Tensor v = t.to(kCPU, kFloat64).contiguous();
+  const auto* p = v.data_ptr<double>();
+  return {p, p + v.numel()};
+}
+
+}  // namespace
+
+nn::StateDict LRScheduler::state_dict() const {
+  return {{"last_epoch", tensor(last_epoch_)},
+          {"base_lrs", tensor(std::span<const double>(base_lrs_), kFloat64)},
+          {"_last_lr", tensor(std::span<const double>(get_last_lr()), kFloat64)}};
+}
+
+void LRScheduler::load_state_dict(const nn::StateDict& dict) {
+  const std::vector<double> base = doubles(entry(dict, "base_lrs", "LRScheduler"));
+  KILN_CHECK_VALUE(base.size() == base_lrs_.size(), "LRScheduler.load_state_dict: the state has base_lrs for ",
+                   base.size(), " parameter groups but the optimizer has ", base_lrs_.size());
+  const std::int64_t last_epoch = entry(dict, "last_epoch", "LRScheduler").item<std::int64_t>();
+  entry(dict, "_last_lr", "LRScheduler");
+  for (const auto& [key, value] : dict) {
+    KILN_CHECK_VALUE(key == "last_epoch" || key == "base_lrs" || key == "_last_lr",
+                     "LRScheduler.load_state_dict: unexpected key '", key, "'");
+  }
+  base_lrs_ = base;
+  last_epoch_ = last_epoch;
 }
 
 StepLR::StepLR(Optimizer& o, std::int64_t step_size, double gamma) : LRScheduler(o), step_size_(step_size), gamma_(gamma) {
@@ -136,6 +173,27 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& o, Options opts) : optimizer_(o)
   best_ = opts.mode == Mode::Min ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
 }
 
+nn::StateDict ReduceLROnPlateau::state_dict() const {
+  return {{"best", tensor(best_, kFloat64)},
+          {"num_bad_epochs", tensor(num_bad_epochs_)},
+          {"cooldown_counter", tensor(cooldown_counter_)},
+          {"last_epoch", tensor(last_epoch_)}};
+}
+
+void ReduceLROnPlateau::load_state_dict(const nn::StateDict& dict) {
+  const char* who = "ReduceLROnPlateau";
+  const double best = entry(dict, "best", who).item<double>();
+  const std::int64_t bad = entry(dict, "num_bad_epochs", who).item<std::int64_t>();
+  const std::int64_t cooldown = entry(dict, "cooldown_counter", who).item<std::int64_t>();
+  const std::int64_t last_epoch = entry(dict, "last_epoch", who).item<std::int64_t>();
+  KILN_CHECK_VALUE(dict.size() == 4, "ReduceLROnPlateau.load_state_dict: the state dict has ", dict.size(),
+                   " entries; expected best, num_bad_epochs, cooldown_counter and last_epoch");
+  best_ = best;
+  num_bad_epochs_ = bad;
+  cooldown_counter_ = cooldown;
+  last_epoch_ = last_epoch;
+}
+
 bool ReduceLROnPlateau::is_better(double a) const {
   const double t = options_.threshold;
   if (options_.mode == Mode::Min) return options_.relative_threshold ? a < best_ * (1 - t) : a < best_ - t;
@@ -143,6 +201,7 @@ bool ReduceLROnPlateau::is_better(double a) const {
 }
 
 void ReduceLROnPlateau::step(double metric) {
+  ++last_epoch_;
   if (is_better(metric)) {
     best_ = metric;
     num_bad_epochs_ = 0;

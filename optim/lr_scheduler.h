@@ -24,6 +24,13 @@ class LRScheduler {
   std::vector<double> get_last_lr() const;
   std::int64_t last_epoch() const { return last_epoch_; }
 
+  /// "last_epoch", "base_lrs" and "_last_lr", PyTorch's names. Every schedule here is a closed
+  /// form of (base_lrs, last_epoch), so these are all a resumed schedule needs; the
+  /// optimizer's own state_dict carries the lrs themselves.
+  nn::StateDict state_dict() const;
+  /// Restores a state_dict() from a scheduler over as many parameter groups.
+  void load_state_dict(const nn::StateDict& dict);
+
  protected:
   explicit LRScheduler(Optimizer& optimizer);
   /// Called at the end of the derived constructor: PyTorch's initial step (epoch 0).
@@ -143,12 +150,16 @@ class ReduceLROnPlateau {
   std::vector<double> get_last_lr() const;
   std::int64_t num_bad_epochs() const { return num_bad_epochs_; }
 
+  /// "best", "num_bad_epochs", "cooldown_counter" and "last_epoch", PyTorch's names.
+  nn::StateDict state_dict() const;
+  void load_state_dict(const nn::StateDict& dict);
+
  private:
   bool is_better(double a) const;
   Optimizer& optimizer_;
   Options options_;
   double best_;
-  std::int64_t num_bad_epochs_ = 0, cooldown_counter_ = 0;
+  std::int64_t num_bad_epochs_ = 0, cooldown_counter_ = 0, last_epoch_ = 0;
 };
 
 }  // namespace kiln::optim

@@ -1,6 +1,9 @@
 // optim/optimizer.cpp — the Optimizer base.
 #include "optim/optimizer.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -77,45 +80,166 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
+namespace {
+
+/// Writes each hyperparameter as a Float64 (or Bool) tensor under `prefix`.
+class HyperparameterWriter : public HyperparameterVisitor {
+ public:
+  HyperparameterWriter(nn::StateDict& dict, std::string prefix) : dict_(dict), prefix_(std::move(prefix)) {}
+  void operator()(const std::string& name, double& value) override { dict_.insert(prefix_ + name, tensor(value, kFloat64)); }
+  void operator()(const std::string& name, bool& value) override { dict_.insert(prefix_ + name, tensor(value)); }
+  void operator()(const std::string& name, std::pair<double, double>& value) override {
+    dict_.insert(prefix_ + name, tensor({value.first, value.second}, kFloat64));
+  }
+
+ private:
+  nn::StateDict& dict_;
+  std::string prefix_;
+};
+
+/// Reads each hyperparameter back from `prefix`, checking its shape; names what it read.
+class HyperparameterReader : public HyperparameterVisitor {
+ public:
+  HyperparameterReader(const nn::StateDict& dict, std::string prefix) : dict_(dict), prefix_(std::move(prefix)) {}
+  void operator()(const std::string& name, double& value) override { value = scalar(name).item<double>(); }
+  void operator()(const std::string& name, bool& value) override { value = scalar(name).item<double>() != 0.0; }
+  void operator()(const std::string& name, std::pair<double, double>& value) override {
+    const Tensor& t = find(name);
+    KILN_CHECK_VALUE(t.numel() == 2, "loaded state dict's '", prefix_, name, "' holds ", t.numel(),
+                     " values; expected 2");
+    const Tensor v = t.to(kCPU, kFloat64).flatten();
+    value = {v[0].item<double>(), v[1].item<double>()};
+  }
+  std::set<std::string> names;
+
+ private:
+  const Tensor& find(const std::string& name) {
+    names.insert(name);
+    const Tensor* t = dict_.find(prefix_ + name);
+    KILN_CHECK_VALUE(t != nullptr, "loaded state dict is missing '", prefix_, name, "'");
+    return *t;
+  }
+  const Tensor& scalar(const std::string& name) {
+    const Tensor& t = find(name);
+    KILN_CHECK_VALUE(t.numel() == 1, "loaded state dict's '", prefix_, name, "' holds ", t.numel(),
+                     " values; expected 1");
+    return t;
+  }
+  const nn::StateDict& dict_;
+  std::string prefix_;
+};
+
+/// The names a group's options visit, in order.
+std::vector<std::string> hyperparameter_names(OptimizerOptions& options) {
+  struct Names : HyperparameterVisitor {
+    std::vector<std::string> names;
+    void operator()(const std::string& n, double&) override { names.push_back(n); }
+    void operator()(const std::string& n, bool&) override { names.push_back(n); }
+    void operator()(const std::string& n, std::pair<double, double>&) override { names.push_back(n); }
+  } names;
+  options.visit_hyperparameters(names);
+  return names.names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return "{" + out + "}";
+}
+
+/// "<rest>" of "<prefix><rest>", or nullopt.
+std::optional<std::string> after(const std::string& key, const std::string& prefix) {
+  if (key.rfind(prefix, 0) != 0) return std::nullopt;
+  return key.substr(prefix.size());
+}
+
+}  // namespace
+
 nn::StateDict Optimizer::state_dict() const {
   nn::StateDict dict;
+  std::size_t index = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    dict.insert(detail::str_cat("param_groups.", g, ".lr"), tensor(groups_[g].options->lr, kFloat64));
-    for (std::size_t i = 0; i < state_[g].size(); ++i) {
+    for (std::size_t i = 0; i < state_[g].size(); ++i, ++index) {
       const ParamState& s = state_[g][i];
       if (s.step == 0) continue;
-      const std::string prefix = detail::str_cat("state.", g, ".", i, ".");
-      dict.insert(prefix + "step", tensor(s.step));
+      const std::string prefix = detail::str_cat("state.", index, ".");
+      // PyTorch keeps the step as a Float32 scalar tensor.
+      dict.insert(prefix + "step", tensor(static_cast<float>(s.step)));
       for (const auto& [name, buffer] : s.buffers) dict.insert(prefix + name, buffer.detach());
     }
+  }
+  index = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const std::string prefix = detail::str_cat("param_groups.", g, ".");
+    HyperparameterWriter writer(dict, prefix);
+    std::unique_ptr<OptimizerOptions> options = groups_[g].options->clone();
+    options->visit_hyperparameters(writer);
+    std::vector<std::int64_t> params(groups_[g].params.size());
+    for (std::int64_t& p : params) p = static_cast<std::int64_t>(index++);
+    dict.insert(prefix + "params", tensor(std::span<const std::int64_t>(params)));
   }
   return dict;
 }
 
 void Optimizer::load_state_dict(const nn::StateDict& dict) {
-  for (const auto& [key, value] : dict) {
-    std::size_t g = 0, i = 0;
-    char name[128] = {0};
-    if (std::sscanf(key.c_str(), "param_groups.%zu.lr", &g) == 1 && key.find(".lr") == key.size() - 3) {
-      KILN_CHECK_VALUE(g < groups_.size(), "loaded state dict has a parameter group ", g, " but this optimizer has ",
-                       groups_.size());
-      groups_[g].options->lr = value.item<double>();
-    } else if (std::sscanf(key.c_str(), "state.%zu.%zu.%127s", &g, &i, name) == 3) {
-      KILN_CHECK_VALUE(g < state_.size() && i < state_[g].size(), "loaded state dict has state for group ", g,
-                       ", parameter ", i, ", which this optimizer does not have");
-      ParamState& s = state_[g][i];
-      const Tensor& p = groups_[g].params[i];
-      if (std::string(name) == "step") {
-        s.step = value.item<std::int64_t>();
-      } else {
-        KILN_CHECK_VALUE(value.sizes() == p.sizes(), "loaded state '", key, "' has shape ", value.sizes(),
-                         " but the parameter has shape ", p.sizes());
-        s.buffers[name] = value.to(p.device(), p.dtype(), false, true);
-      }
-    } else {
-      KILN_FAIL("unexpected key in optimizer state dict: '", key, "'");
+  follow_moved_parameters();
+  // Everything is read into copies first, so a dict that does not fit changes nothing.
+  std::size_t saved_groups = 0;
+  while (dict.contains(detail::str_cat("param_groups.", saved_groups, ".params"))) ++saved_groups;
+  KILN_CHECK_VALUE(saved_groups == groups_.size(), "loaded state dict has a different number of parameter groups (",
+                   saved_groups, ", this optimizer has ", groups_.size(), ")");
+  std::set<std::string> known;
+  std::vector<std::unique_ptr<OptimizerOptions>> options;
+  std::vector<std::pair<std::size_t, std::size_t>> position;  // global index -> (group, index)
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const std::string prefix = detail::str_cat("param_groups.", g, ".");
+    const Tensor& params = dict.at(prefix + "params");
+    KILN_CHECK_VALUE(params.numel() == static_cast<std::int64_t>(groups_[g].params.size()),
+                     "loaded state dict contains a parameter group that doesn't match the size of optimizer's group "
+                     "(group ", g, ": ", params.numel(), " parameters saved, ", groups_[g].params.size(), " here)");
+    known.insert(prefix + "params");
+    std::vector<std::string> saved;
+    for (const auto& [key, value] : dict) {
+      if (auto rest = after(key, prefix); rest && *rest != "params") saved.push_back(*rest);
     }
+    options.push_back(groups_[g].options->clone());
+    std::vector<std::string> mine = hyperparameter_names(*options.back());
+    std::vector<std::string> saved_sorted = saved, mine_sorted = mine;
+    std::sort(saved_sorted.begin(), saved_sorted.end());
+    std::sort(mine_sorted.begin(), mine_sorted.end());
+    KILN_CHECK_VALUE(saved_sorted == mine_sorted, "loaded state dict's parameter group ", g, " has hyperparameters ",
+                     joined(saved), " but this optimizer's are ", joined(mine),
+                     ": was it saved from another optimizer type?");
+    HyperparameterReader reader(dict, prefix);
+    options.back()->visit_hyperparameters(reader);
+    for (const std::string& n : reader.names) known.insert(prefix + n);
+    const Tensor ids = params.to(kCPU, kInt64).flatten();
+    for (std::int64_t i = 0; i < ids.numel(); ++i) position.emplace_back(g, static_cast<std::size_t>(i));
   }
+  std::vector<std::vector<ParamState>> state(groups_.size());
+  for (std::size_t g = 0; g < groups_.size(); ++g) state[g].resize(groups_[g].params.size());
+  for (const auto& [key, value] : dict) {
+    if (known.count(key)) continue;
+    std::size_t index = 0;
+    int consumed = 0;
+    KILN_CHECK_VALUE(std::sscanf(key.c_str(), "state.%zu.%n", &index, &consumed) == 1 && consumed > 0,
+                     "unexpected key in optimizer state dict: '", key, "'");
+    KILN_CHECK_VALUE(index < position.size(), "loaded state dict has state for parameter ", index,
+                     " but this optimizer has ", position.size(), " parameters");
+    const auto [g, i] = position[index];
+    const std::string name = key.substr(static_cast<std::size_t>(consumed));
+    ParamState& s = state[g][i];
+    const Tensor& p = groups_[g].params[i];
+    if (name == "step") {
+      s.step = static_cast<std::int64_t>(value.item<double>());
+      continue;
+    }
+    KILN_CHECK_VALUE(value.sizes() == p.sizes(), "loaded state '", key, "' has shape ", value.sizes(),
+                     " but parameter ", index, " has shape ", p.sizes());
+    s.buffers[name] = value.to(p.device(), p.dtype(), false, true);
+  }
+  for (std::size_t g = 0; g < groups_.size(); ++g) groups_[g].options = std::move(options[g]);
+  state_ = std::move(state);
 }
 
 }  // namespace kiln::optim

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -21,11 +22,24 @@
 
 namespace kiln::optim {
 
+/// Sees each hyperparameter of an options struct by PyTorch's name (lr, momentum, betas,
+/// ...), once to save a parameter group and once to load it, so every struct lists its fields
+/// in one place.
+class HyperparameterVisitor {
+ public:
+  virtual ~HyperparameterVisitor() = default;
+  virtual void operator()(const std::string& name, double& value) = 0;
+  virtual void operator()(const std::string& name, bool& value) = 0;
+  virtual void operator()(const std::string& name, std::pair<double, double>& value) = 0;
+};
+
 /// Options every optimizer has; each optimizer extends it.
 struct OptimizerOptions {
   explicit OptimizerOptions(double lr) : lr(lr) {}
   virtual ~OptimizerOptions() = default;
   virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
+  /// Calls `visit` on every hyperparameter, this struct's after its base's.
+  virtual void visit_hyperparameters(HyperparameterVisitor& visit) { visit("lr", lr); }
   double lr;
 };
 
@@ -57,9 +71,15 @@ class Optimizer {
   /// The state of parameter `index` of group `group`.
   const ParamState& state(std::size_t group, std::size_t index) const;
 
-  /// Step counts, buffers and per-group lr, keyed "state.<group>.<index>.<name>" and
-  /// "param_groups.<group>.lr" (loadable into an optimizer built the same way).
+  /// PyTorch's layout, flattened into names: "state.<i>.step" and "state.<i>.<buffer>"
+  /// (exp_avg, momentum_buffer, ...) for parameter i counted across all groups, and
+  /// "param_groups.<g>.<hyperparameter>" (lr, betas, ...) plus "param_groups.<g>.params" (the
+  /// indices of the group's parameters), so a learning rate set by a scheduler survives.
   nn::StateDict state_dict() const;
+  /// Replaces all state and hyperparameters with `dict`'s. A dict that does not fit (another
+  /// number or size of groups, another optimizer's hyperparameters, a buffer of another
+  /// shape, a missing or unexpected key) is an error that names the difference, and leaves
+  /// this optimizer unchanged.
   void load_state_dict(const nn::StateDict& dict);
 
  protected:

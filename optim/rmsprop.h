@@ -13,6 +13,15 @@ namespace kiln::optim {
 struct RMSpropOptions : OptimizerOptions {
   explicit RMSpropOptions(double lr = 1e-2) : OptimizerOptions(lr) {}
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<RMSpropOptions>(*this); }
+  void visit_hyperparameters(HyperparameterVisitor& visit) override {
+    OptimizerOptions::visit_hyperparameters(visit);
+    visit("alpha", alpha_);
+    visit("eps", eps_);
+    visit("weight_decay", weight_decay_);
+    visit("momentum", momentum_);
+    visit("centered", centered_);
+    visit("maximize", maximize_);
+  }
   RMSpropOptions& alpha(double v) { alpha_ = v; return *this; }
   RMSpropOptions& eps(double v) { eps_ = v; return *this; }
   RMSpropOptions& weight_decay(double v) { weight_decay_ = v; return *this; }

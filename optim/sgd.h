@@ -13,6 +13,14 @@ namespace kiln::optim {
 struct SGDOptions : OptimizerOptions {
   explicit SGDOptions(double lr) : OptimizerOptions(lr) {}
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<SGDOptions>(*this); }
+  void visit_hyperparameters(HyperparameterVisitor& visit) override {
+    OptimizerOptions::visit_hyperparameters(visit);
+    visit("momentum", momentum_);
+    visit("dampening", dampening_);
+    visit("weight_decay", weight_decay_);
+    visit("nesterov", nesterov_);
+    visit("maximize", maximize_);
+  }
   SGDOptions& momentum(double v) { momentum_ = v; return *this; }
   SGDOptions& dampening(double v) { dampening_ = v; return *this; }
   SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }

@@ -100,7 +100,7 @@ TEST(Optimizer, StateDictRoundTrip) {
   p.sum().backward();
   opt.step();
   nn::StateDict saved = opt.state_dict();
-  EXPECT_TRUE(saved.contains("state.0.0.exp_avg"));
+  EXPECT_TRUE(saved.contains("state.0.exp_avg"));
   Tensor q = ones({2}, requires_grad());
   optim::Adam other({q}, optim::AdamOptions(0.5));
   other.load_state_dict(saved);
