@@ -7,7 +7,9 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
+#include "core/creation.h"
 #include "core/cuda/cuda.h"
 #include "core/threads.h"
 #include "core/warning.h"
@@ -30,9 +32,15 @@ namespace kiln::data {
 
 class DataLoader::Run {
  public:
-  Run(std::shared_ptr<Dataset> dataset, const DataLoaderOptions& options, std::int64_t epoch,
-      std::shared_ptr<DataLoaderStats> stats)
-      : dataset_(std::move(dataset)), options_(options), stats_(std::move(stats)) {
+  Run(std::shared_ptr<Dataset> dataset, const DataLoaderOptions& options, std::int64_t epoch, std::size_t first_batch,
+      std::shared_ptr<DataLoaderStats> stats, std::shared_ptr<Position> position)
+      : dataset_(std::move(dataset)),
+        options_(options),
+        stats_(std::move(stats)),
+        position_(std::move(position)),
+        next_(first_batch),
+        next_task_(first_batch),
+        consumed_(first_batch) {
     dataset_->set_epoch(epoch);
     const std::size_t n = dataset_->size();
     std::unique_ptr<Sampler> sampler;
@@ -47,6 +55,7 @@ class DataLoader::Run {
                     "): batches stay in ordinary pageable memory");
     }
     *stats_ = DataLoaderStats{};
+    *position_ = Position{epoch, first_batch};
     stats_->pinned = pin_;
     window_ = std::max<std::size_t>(1, options.num_workers * std::max<std::size_t>(1, options.prefetch_factor));
     for (std::size_t w = 0; w < options.num_workers; ++w) workers_.emplace_back([this, w] { work(w); });
@@ -65,6 +74,7 @@ class DataLoader::Run {
 
   Example next() {
     const std::size_t index = next_++;
+    position_->batches_yielded = next_;
     if (workers_.empty()) {
       Slot slot = load(index, 0);
       record(0, 0.0);
@@ -156,22 +166,26 @@ class DataLoader::Run {
   std::shared_ptr<Dataset> dataset_;
   DataLoaderOptions options_;
   std::shared_ptr<DataLoaderStats> stats_;
+  std::shared_ptr<Position> position_;
   std::vector<std::vector<std::size_t>> batches_;
   bool pin_ = false;
   std::size_t window_ = 1;
-  std::size_t next_ = 0;  // consumer side: the next batch to hand out
+  std::size_t next_;  // consumer side: the next batch to hand out
 
   std::mutex mutex_;
   std::condition_variable work_cv_, ready_cv_;
-  std::size_t next_task_ = 0;   // the next batch a worker will load
-  std::size_t consumed_ = 0;    // batches the consumer has taken
+  std::size_t next_task_;  // the next batch a worker will load
+  std::size_t consumed_;   // batches the consumer has taken
   std::map<std::size_t, Slot> ready_;
   bool stop_ = false;
   std::vector<std::thread> workers_;
 };
 
 DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options)
-    : dataset_(std::move(dataset)), options_(std::move(options)), stats_(std::make_shared<DataLoaderStats>()) {
+    : dataset_(std::move(dataset)),
+      options_(std::move(options)),
+      stats_(std::make_shared<DataLoaderStats>()),
+      position_(std::make_shared<Position>()) {
   KILN_CHECK(dataset_ != nullptr, "DataLoader needs a dataset");
   KILN_CHECK_VALUE(options_.batch_size > 0, "batch_size should be a positive integer value, but got batch_size=",
                    options_.batch_size);
@@ -192,7 +206,48 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
 
 DataLoader::Iterator DataLoader::begin() {
   ++epoch_;
-  return Iterator(std::make_shared<Run>(dataset_, options_, epoch_, stats_));
+  const std::size_t first = std::exchange(resume_at_batch_, 0);
+  return Iterator(std::make_shared<Run>(dataset_, options_, epoch_, first, stats_, position_));
+}
+
+nn::StateDict DataLoader::state_dict() const {
+  return {{"epoch", tensor(position_->epoch)},
+          {"batches_yielded", tensor(static_cast<std::int64_t>(position_->batches_yielded))},
+          {"seed", tensor(static_cast<std::int64_t>(options_.seed))},
+          {"shuffle", tensor(options_.shuffle)},
+          {"num_batches", tensor(static_cast<std::int64_t>(size()))}};
+}
+
+void DataLoader::load_state_dict(const nn::StateDict& dict) {
+  auto integer = [&](const char* name) {
+    const Tensor* t = dict.find(name);
+    KILN_CHECK_VALUE(t != nullptr, "DataLoader.load_state_dict: the state dict is missing '", name, "'");
+    return t->item<std::int64_t>();
+  };
+  const std::int64_t epoch = integer("epoch"), yielded = integer("batches_yielded");
+  const std::int64_t seed = integer("seed"), shuffle = integer("shuffle"), batches = integer("num_batches");
+  KILN_CHECK_VALUE(dict.size() == 5, "DataLoader.load_state_dict: the state dict has ", dict.size(),
+                   " entries; expected epoch, batches_yielded, seed, shuffle and num_batches");
+  KILN_CHECK_VALUE(batches == static_cast<std::int64_t>(size()), "DataLoader.load_state_dict: the state was saved "
+                   "by a loader with ", batches, " batches per epoch, this one has ", size(),
+                   " (another dataset size, batch_size or drop_last?)");
+  KILN_CHECK_VALUE(static_cast<std::uint64_t>(seed) == options_.seed && (shuffle != 0) == options_.shuffle,
+                   "DataLoader.load_state_dict: the state was saved by a loader with seed ", seed, " and shuffle=",
+                   shuffle != 0, ", this one has seed ", options_.seed, " and shuffle=", options_.shuffle,
+                   ": it would visit other samples");
+  KILN_CHECK_VALUE(yielded >= 0 && yielded <= batches, "DataLoader.load_state_dict: batches_yielded ", yielded,
+                   " is outside [0, ", batches, "]");
+  if (epoch < 0) {
+    epoch_ = -1;
+    resume_at_batch_ = 0;
+  } else if (yielded == batches) {
+    epoch_ = epoch;  // that epoch is done: the next begin() starts the one after it
+    resume_at_batch_ = 0;
+  } else {
+    epoch_ = epoch - 1;
+    resume_at_batch_ = static_cast<std::size_t>(yielded);
+  }
+  *position_ = Position{epoch, static_cast<std::size_t>(yielded)};
 }
 
 std::size_t DataLoader::size() const {

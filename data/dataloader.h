@@ -6,7 +6,8 @@
 //     for (const kiln::data::Example& batch : loader) train_step(batch.data, batch.target);
 //
 // Each `for` over the loader is one epoch (the shuffle changes with the epoch, reproducibly
-// from the seed). See Note [DataLoader workers].
+// from the seed). See Note [DataLoader workers]. state_dict() records how far the loader has
+// got, so a resumed run continues with the batch an uninterrupted one would have seen next.
 // Read next: data/mnist.h, examples/train_mlp.cpp.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <memory>
 
 #include "data/dataset.h"
+#include "nn/module.h"
 
 namespace kiln::data {
 
@@ -77,11 +79,26 @@ class DataLoader {
   std::int64_t epoch() const { return epoch_; }
   const DataLoaderOptions& options() const { return options_; }
 
+  /// Where the loader stands: "epoch" (the one in progress, or the last one run) and
+  /// "batches_yielded" in it (counting the batch the loop is working on), plus "seed",
+  /// "shuffle" and "num_batches", which must match on load.
+  nn::StateDict state_dict() const;
+  /// Makes the next begin() continue where `dict` stood: the rest of its epoch (the same
+  /// batches, in the same order, whatever num_workers), or the next epoch when it was done.
+  void load_state_dict(const nn::StateDict& dict);
+
  private:
+  struct Position {
+    std::int64_t epoch = -1;
+    std::size_t batches_yielded = 0;
+  };
+
   std::shared_ptr<Dataset> dataset_;
   DataLoaderOptions options_;
   std::int64_t epoch_ = -1;
+  std::size_t resume_at_batch_ = 0;  // where the next begin() starts its epoch
   std::shared_ptr<DataLoaderStats> stats_;
+  std::shared_ptr<Position> position_;
 };
 
 }  // namespace kiln::data

@@ -248,3 +248,65 @@ TEST(Transforms, TransformDatasetIsDeterministicPerSampleAndEpoch) {
   }
   EXPECT_TRUE(changed);
 }
+
+namespace {
+
+/// The remaining batches of an epoch from `loader`, after the first `skip` of them.
+std::vector<std::vector<double>> rest_of_epoch(DataLoader& loader, std::size_t skip) {
+  std::vector<std::vector<double>> out;
+  std::size_t seen = 0;
+  for (const Example& b : loader) {
+    if (seen++ >= skip) out.push_back(values(b.target));
+  }
+  return out;
+}
+
+}  // namespace
+
+// A loader restored from a state taken in the middle of an epoch hands out exactly the
+// batches the original would have handed out next, in the same order, with or without workers;
+// one restored from the end of an epoch starts the next epoch.
+TEST(DataLoader, StateResumesMidEpochWithTheSameBatches) {
+  for (std::size_t workers : {0u, 2u}) {
+    DataLoaderOptions options{.batch_size = 4, .shuffle = true, .seed = 11, .num_workers = workers};
+    DataLoader original(numbers(30), options);
+    (void)epoch_targets(original);  // epoch 0
+    nn::StateDict mid;
+    std::vector<std::vector<double>> after_mid;
+    std::size_t taken = 0;
+    for (const Example& b : original) {  // epoch 1: stop caring after 3 batches
+      if (++taken == 3) mid = original.state_dict();
+      else if (taken > 3) after_mid.push_back(values(b.target));
+    }
+    EXPECT_EQ(mid.at("epoch").item<std::int64_t>(), 1);
+    EXPECT_EQ(mid.at("batches_yielded").item<std::int64_t>(), 3);
+
+    DataLoader resumed(numbers(30), {.batch_size = 4, .shuffle = true, .seed = 11, .num_workers = 2 - workers});
+    resumed.load_state_dict(mid);
+    EXPECT_EQ(epoch_targets(resumed), after_mid) << "workers " << workers;
+    EXPECT_EQ(resumed.epoch(), 1);
+    // Then both go on to the same epoch 2.
+    EXPECT_EQ(epoch_targets(resumed), epoch_targets(original));
+
+    // A state taken at an epoch's end continues with the next epoch.
+    const nn::StateDict done = original.state_dict();
+    DataLoader next(numbers(30), options);
+    next.load_state_dict(done);
+    EXPECT_EQ(epoch_targets(next), epoch_targets(original));
+    EXPECT_EQ(next.epoch(), 3);
+  }
+}
+
+TEST(DataLoader, StateFromAnotherLoaderIsRefused) {
+  DataLoader loader(numbers(30), {.batch_size = 4, .shuffle = true, .seed = 11});
+  (void)rest_of_epoch(loader, 0);
+  const nn::StateDict state = loader.state_dict();
+  DataLoader other_batch(numbers(30), {.batch_size = 5, .shuffle = true, .seed = 11});
+  EXPECT_ERROR(other_batch.load_state_dict(state), "saved by a loader with 8 batches per epoch, this one has 6");
+  DataLoader other_seed(numbers(30), {.batch_size = 4, .shuffle = true, .seed = 12});
+  EXPECT_ERROR(other_seed.load_state_dict(state), "seed 11 and shuffle=1, this one has seed 12");
+  EXPECT_ERROR(loader.load_state_dict(nn::StateDict{}), "the state dict is missing 'epoch'");
+  // Refused states leave the loader where it was: its next epoch is epoch 1.
+  (void)rest_of_epoch(loader, 0);
+  EXPECT_EQ(loader.epoch(), 1);
+}
