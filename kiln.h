@@ -39,3 +39,4 @@
 #include "optim/optim.h"
 #include "data/data.h"
 #include "amp/amp.h"
+#include "checkpoint/checkpoint_dir.h"

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -158,14 +159,20 @@ nn::StateDict load_safetensors_bytes(std::span<const std::uint8_t> bytes) {
 nn::StateDict load(const std::string& path) { return load_safetensors_bytes(read_all(path)); }
 
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path) {
-  const std::vector<std::uint8_t> bytes = read_all(path);
+  return load_safetensors_metadata_bytes(read_all(path));
+}
+
+std::map<std::string, std::string> load_safetensors_metadata_bytes(std::span<const std::uint8_t> bytes) {
   std::uint64_t start = 0;
   std::map<std::string, std::string> metadata;
   parse_header(bytes, start, &metadata);
   return metadata;
 }
 
-void save(const std::string& path, const nn::StateDict& dict, const std::map<std::string, std::string>& metadata) {
+namespace detail {
+
+void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& dict,
+                                  const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   std::vector<Tensor> blobs;
   std::uint64_t offset = 0;
@@ -183,7 +190,6 @@ void save(const std::string& path, const nn::StateDict& dict, const std::map<std
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // the data starts 8-byte aligned
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   KILN_CHECK_VALUE(fd >= 0, "save: cannot create '", tmp, "': ", std::strerror(errno));
   auto write_all = [&](const void* p, std::size_t n) {
@@ -206,14 +212,38 @@ void save(const std::string& path, const nn::StateDict& dict, const std::map<std
   write_all(len, 8);
   write_all(text.data(), text.size());
   for (const Tensor& b : blobs) write_all(b.raw_data_ptr(), b.nbytes());
-  // Durable before visible: the rename only happens once the bytes are on disk.
   const bool synced = ::fsync(fd) == 0;
+  const std::string why = std::strerror(errno);
   ::close(fd);
-  if (!synced || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!synced) {
+    std::remove(tmp.c_str());
+    KILN_FAIL("save: could not flush '", tmp, "' to disk: ", why);
+  }
+}
+
+void publish(const std::string& tmp, const std::string& path) {
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
     KILN_FAIL("save: could not move '", tmp, "' into place as '", path, "': ", why);
   }
+  // The rename itself lives in the folder's entries: flush them too, or a power cut can
+  // still lose the new name.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+}  // namespace detail
+
+void save(const std::string& path, const nn::StateDict& dict, const std::map<std::string, std::string>& metadata) {
+  // Durable before visible: the rename only happens once the bytes are on disk.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  detail::write_safetensors_unpublished(tmp, dict, metadata);
+  detail::publish(tmp, path);
 }
 
 }  // namespace kiln

@@ -7,8 +7,8 @@
 //   kiln::save("model.safetensors", model.state_dict());
 //   model.load_state_dict(kiln::load("model.safetensors"));
 //
-// Saving is atomic (a temporary file, fsync, then rename): a crash mid-save leaves the old
-// checkpoint intact. Loading validates everything before reading: header length, JSON,
+// Saving is atomic (a temporary file, fsync, rename, then fsync of the folder): a crash
+// mid-save leaves the old checkpoint intact. Loading validates everything before reading: header length, JSON,
 // dtypes, shapes, offsets inside the file and matching the shape, no overlaps.
 // Read next: nn/module.h (state_dict, load_state_dict).
 #pragma once
@@ -31,5 +31,15 @@ nn::StateDict load(const std::string& path);
 nn::StateDict load_safetensors_bytes(std::span<const std::uint8_t> bytes);
 /// The "__metadata__" strings of a safetensors file.
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path);
+/// The same, from bytes already in memory.
+std::map<std::string, std::string> load_safetensors_metadata_bytes(std::span<const std::uint8_t> bytes);
+
+namespace detail {
+/// save()'s two halves: write `dict` to `tmp` and flush it to disk (nothing at its final name
+/// yet), then rename it to `path` and flush the folder. checkpoint/ runs them apart.
+void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& dict,
+                                   const std::map<std::string, std::string>& metadata);
+void publish(const std::string& tmp, const std::string& path);
+}  // namespace detail
 
 }  // namespace kiln

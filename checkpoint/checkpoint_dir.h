@@ -1,0 +1,79 @@
+// checkpoint/checkpoint_dir.h — a folder of training checkpoints that survives being killed
+// at any moment: each checkpoint is one safetensors file (the TrainingState's tensors, its
+// values as metadata, and a CRC-32 of the data), written to a temporary name, flushed, renamed
+// into place and the folder flushed; the newest `keep_last` are kept. resume() restores the
+// newest one that reads back whole, skipping (with a warning naming it) any that was
+// truncated or corrupted since.
+//
+//   checkpoint::CheckpointDir dir("runs/cnn", {.keep_last = 3});
+//   if (auto path = dir.resume(state)) std::printf("resumed from %s\n", path->c_str());
+//   ... dir.save(step, state);
+//
+// See Note [Exact resumption]. Read next: examples/support/training.h (--resume).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/training_state.h"
+
+namespace kiln::checkpoint {
+
+// Note [Exact resumption]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A run killed at any point and resumed from its newest checkpoint ends with the same bytes as
+// a run never stopped, because everything the rest of the run reads is either in the
+// checkpoint or a function of it:
+//   - parameters and buffers, the optimizer's moments and step counts, and each group's
+//     hyperparameters (the lr a scheduler set, OneCycle's momentum);
+//   - the schedule's epoch counter (every schedule is a closed form of it);
+//   - the DataLoader's (epoch, batches yielded): an epoch's batches depend only on (seed,
+//     epoch), so the rest of the epoch is the same batches in the same order, whatever
+//     num_workers;
+//   - the generator states, so dropout masks continue the same stream;
+//   - the loop's running sums, as exact decimal text.
+// Kernels give the same bits for the same inputs on every run (sums do not depend on the
+// thread count: Note [How Kiln sums]). A checkpoint is taken only between steps, never inside
+// one. Timings are not state: they stay out of the checkpoint, whose bytes are then the same.
+
+struct CheckpointDirOptions {
+  /// How many of the newest checkpoints to keep (0 keeps all).
+  std::size_t keep_last = 3;
+  /// Called with the temporary file's path once its bytes are written, before it is renamed
+  /// into place: where a test kills the process "during a checkpoint write".
+  std::function<void(const std::string& unpublished_path)> before_publish{};
+};
+
+class CheckpointDir {
+ public:
+  /// Creates the folder (and its parents) if needed.
+  explicit CheckpointDir(std::string path, CheckpointDirOptions options = {});
+
+  /// Writes `state` as the checkpoint of `step` ("checkpoint-<step>.safetensors"), then
+  /// removes all but the newest keep_last. Returns the file's path.
+  std::string save(std::int64_t step, const TrainingState& state);
+  /// Restores the newest valid checkpoint into `state` (its values too) and returns its path;
+  /// nullopt when there is none. A checkpoint that does not fit `state` is an error, not a
+  /// reason to fall back: it means the program changed, not the file.
+  std::optional<std::string> resume(TrainingState& state);
+
+  /// The checkpoints in the folder, oldest first (not checked for validity).
+  std::vector<std::string> list() const;
+  /// Reads and checks one checkpoint file: the dict, its values, and its step.
+  struct Contents {
+    nn::StateDict tensors;
+    std::map<std::string, std::string> values;
+    std::int64_t step = 0;
+  };
+  static Contents read(const std::string& file);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  CheckpointDirOptions options_;
+};
+
+}  // namespace kiln::checkpoint
