@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
     std::printf("\n== Float32, same seed and schedule ==\n");
     config.mixed_precision = false;
     config.checkpoint.clear();
+    // Checkpoints and --resume belong to the mixed-precision run; the comparison starts fresh.
+    config.checkpoint_dir.clear();
+    config.resume = false;
     manual_seed(config.seed);
     examples::Cnn fp32_model;
     const examples::TrainResult full = examples::train_fashion_mnist(fp32_model, config, input);

@@ -9,9 +9,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
+#include <sstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -31,6 +35,11 @@ class Flags {
     values_[name] = default_value;
     help_[name] = help;
   }
+  /// A flag without a value: present means on (--resume), or --name=0/1.
+  void add_switch(const std::string& name, const std::string& help) {
+    add(name, "0", help);
+    switches_.insert(name);
+  }
   /// Parses argv; prints usage and exits on --help or an unknown flag.
   void parse(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
@@ -42,6 +51,8 @@ class Flags {
       if (const auto eq = arg.find('='); eq != std::string::npos) {
         value = arg.substr(eq + 1);
         arg = arg.substr(0, eq);
+      } else if (switches_.count(arg)) {
+        value = "1";
       } else if (i + 1 < argc) {
         value = argv[++i];
       } else {
@@ -52,6 +63,7 @@ class Flags {
     }
   }
   std::string str(const std::string& name) const { return values_.at(name); }
+  bool on(const std::string& name) const { return integer(name) != 0; }
   double num(const std::string& name) const {
     return convert(name, [](const std::string& v) { return std::stod(v); });
   }
@@ -85,6 +97,7 @@ class Flags {
   std::string program_, summary_;
   std::vector<std::string> order_;
   std::map<std::string, std::string> values_, help_;
+  std::set<std::string> switches_;
 };
 
 /// A progress line that redraws itself on a terminal and prints plain lines otherwise.
@@ -161,6 +174,15 @@ struct TrainConfig {
   std::string data_root = data::default_fashion_mnist_root();
   std::int64_t limit = 0;  // use only this many training samples (0 = all), for quick runs
   bool mixed_precision = false;  // autocast (CUDA Float16 / CPU BFloat16) + GradScaler
+  std::string checkpoint_dir;            // training checkpoints go here ("" = none)
+  std::int64_t checkpoint_every = 0;     // steps between checkpoints (0 = at each epoch's end)
+  std::size_t keep_checkpoints = 3;      // the newest this many are kept
+  bool resume = false;                   // continue from checkpoint_dir's newest valid checkpoint
+  // Where tests kill a run: after each step (the global step count), after each epoch's end
+  // (its checkpoint written), and inside a checkpoint write (CheckpointDirOptions).
+  std::function<void(std::int64_t step)> after_step{};
+  std::function<void(std::int64_t epoch)> after_epoch{};
+  std::function<void(const std::string& unpublished_path)> before_checkpoint_publish{};
 };
 
 inline void add_common_flags(Flags& f, const TrainConfig& defaults) {
@@ -175,6 +197,11 @@ inline void add_common_flags(Flags& f, const TrainConfig& defaults) {
   f.add("log", defaults.log, "write per-epoch loss/accuracy here (CSV, plot with scripts/plot_log.sh)");
   f.add("data", defaults.data_root, "Fashion-MNIST directory");
   f.add("limit", "0", "train on only this many samples (0 = all)");
+  f.add("checkpoint-dir", defaults.checkpoint_dir, "write training checkpoints (model, optimizer, schedule, data "
+        "position, RNG) into this folder");
+  f.add("checkpoint-every", std::to_string(defaults.checkpoint_every), "steps between checkpoints (0 = each epoch)");
+  f.add("keep-checkpoints", std::to_string(defaults.keep_checkpoints), "how many of the newest checkpoints to keep");
+  f.add_switch("resume", "continue from the newest valid checkpoint in --checkpoint-dir");
 }
 
 inline TrainConfig config_from(const Flags& f) {
@@ -190,6 +217,10 @@ inline TrainConfig config_from(const Flags& f) {
   c.log = f.str("log");
   c.data_root = f.str("data");
   c.limit = f.integer("limit");
+  c.checkpoint_dir = f.str("checkpoint-dir");
+  c.checkpoint_every = f.integer("checkpoint-every");
+  c.keep_checkpoints = static_cast<std::size_t>(f.integer("keep-checkpoints"));
+  c.resume = f.on("resume");
   return c;
 }
 
@@ -207,9 +238,60 @@ struct TrainResult {
   std::vector<double> train_losses;  // mean training loss of each epoch
 };
 
+/// The loop's numbers a checkpoint carries besides the pieces' own state.
+struct LoopPosition {
+  std::int64_t epoch = 1;        // the epoch in progress (1-based)
+  bool epoch_done = false;       // saved after that epoch's end (schedule stepped, evaluated)
+  std::int64_t step = 0;         // training steps so far, all epochs
+  double loss_sum = 0.0;         // this epoch's so far
+  std::int64_t steps = 0, samples = 0;
+  std::vector<double> train_losses;
+  double test_accuracy = 0.0;
+
+  /// As exact text ("%.17g" round-trips a double), so a resumed run's sums are bit-identical.
+  std::map<std::string, std::string> values() const {
+    std::map<std::string, std::string> v;
+    auto exact = [](double x) {
+      char buffer[32];
+      std::snprintf(buffer, sizeof buffer, "%.17g", x);
+      return std::string(buffer);
+    };
+    v["epoch"] = std::to_string(epoch);
+    v["epoch_done"] = epoch_done ? "1" : "0";
+    v["step"] = std::to_string(step);
+    v["loss_sum"] = exact(loss_sum);
+    v["steps"] = std::to_string(steps);
+    v["samples"] = std::to_string(samples);
+    v["test_accuracy"] = exact(test_accuracy);
+    std::string losses;
+    for (double l : train_losses) losses += (losses.empty() ? "" : " ") + exact(l);
+    v["train_losses"] = losses;
+    return v;
+  }
+  static LoopPosition from(const std::map<std::string, std::string>& v) {
+    auto get = [&](const char* key) -> const std::string& {
+      const auto it = v.find(key);
+      if (it == v.end()) throw std::runtime_error(std::string("checkpoint lacks the loop value '") + key + "'");
+      return it->second;
+    };
+    LoopPosition p;
+    p.epoch = std::stoll(get("epoch"));
+    p.epoch_done = get("epoch_done") == "1";
+    p.step = std::stoll(get("step"));
+    p.loss_sum = std::stod(get("loss_sum"));
+    p.steps = std::stoll(get("steps"));
+    p.samples = std::stoll(get("samples"));
+    p.test_accuracy = std::stod(get("test_accuracy"));
+    std::istringstream losses(get("train_losses"));
+    for (std::string l; losses >> l;) p.train_losses.push_back(std::stod(l));
+    return p;
+  }
+};
+
 /// Trains `model` with cross-entropy and a cosine schedule, evaluating on `test_set` after
 /// every epoch. Examples are (image batch, class index); `input` turns a batch of images into
-/// what the model takes.
+/// what the model takes. With c.checkpoint_dir it writes training checkpoints, and with
+/// c.resume it first continues from the newest valid one (Note [Exact resumption]).
 inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train_set,
                          std::shared_ptr<data::Dataset> test_set, const TrainConfig& c,
                          const std::function<Tensor(const Tensor&)>& input) {
@@ -225,25 +307,60 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
   model.to(c.device);
   auto opt = make_optimizer(c, model.parameters());
   optim::CosineAnnealingLR schedule(*opt, c.epochs);
+  // Disabled (a pass-through) unless mixed precision is on; see examples/amp_train.cpp.
+  amp::GradScaler scaler({.enabled = c.mixed_precision});
+
+  if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
+  std::optional<checkpoint::CheckpointDir> checkpoints;
+  if (!c.checkpoint_dir.empty()) {
+    checkpoints.emplace(c.checkpoint_dir, checkpoint::CheckpointDirOptions{
+                                              .keep_last = c.keep_checkpoints,
+                                              .before_publish = c.before_checkpoint_publish});
+  }
+  checkpoint::TrainingState state{.model = &model, .optimizer = opt.get(), .scheduler = &schedule,
+                                  .scaler = &scaler, .loader = &train_loader};
+  LoopPosition at;
+  bool resumed = false;
+  if (c.resume) {
+    if (const auto path = checkpoints->resume(state)) {
+      at = LoopPosition::from(state.values);
+      resumed = true;
+      std::printf("resumed from %s: epoch %lld%s, step %lld\n", path->c_str(), static_cast<long long>(at.epoch),
+                  at.epoch_done ? " done" : "", static_cast<long long>(at.step));
+      if (at.epoch_done) at = {.epoch = at.epoch + 1, .step = at.step, .train_losses = at.train_losses,
+                               .test_accuracy = at.test_accuracy};
+    } else {
+      std::printf("no valid checkpoint in %s: starting fresh\n", c.checkpoint_dir.c_str());
+    }
+  }
+  auto save_checkpoint = [&] {
+    state.values = at.values();
+    checkpoints->save(at.step, state);
+  };
+
   std::ofstream log;
   if (!c.log.empty()) {
-    log.open(c.log);
-    log << "epoch,train_loss,test_loss,test_accuracy,seconds,samples_per_second\n";
+    const bool append = resumed && std::filesystem::exists(c.log);
+    log.open(c.log, append ? std::ios::app : std::ios::trunc);
+    if (!append) log << "epoch,train_loss,test_loss,test_accuracy,seconds,samples_per_second\n";
   }
   std::printf("%s\n%lld parameters, %zu training samples, batch %lld, %s lr %g, %lld epochs on %s\n",
               model.repr().c_str(), static_cast<long long>(model.num_parameters()), train->size(),
               static_cast<long long>(c.batch_size), c.optimizer.c_str(), c.lr, static_cast<long long>(c.epochs),
               c.device.str().c_str());
-  // Disabled (a pass-through) unless mixed precision is on; see examples/amp_train.cpp.
-  amp::GradScaler scaler({.enabled = c.mixed_precision});
   TrainResult result;
   double train_seconds = 0.0;
   std::size_t samples_seen = 0;
-  for (std::int64_t epoch = 1; epoch <= c.epochs; ++epoch) {
-    Progress progress("epoch " + std::to_string(epoch), train_loader.size());
-    double loss_sum = 0.0;
-    std::size_t steps = 0, samples = 0;
-    for (const data::Example& batch : train_loader) {
+  std::int64_t epochs_run = 0;
+  for (; at.epoch <= c.epochs; at = {.epoch = at.epoch + 1, .step = at.step, .train_losses = at.train_losses,
+                                     .test_accuracy = at.test_accuracy}) {
+    Progress progress("epoch " + std::to_string(at.epoch), train_loader.size());
+    // A run resumed from a checkpoint taken after an epoch's last step has that epoch's
+    // batches behind it already: the loader would start the next epoch's.
+    const bool batches_left = at.steps < static_cast<std::int64_t>(train_loader.size());
+    const std::int64_t samples_before = at.samples;
+    for (auto it = batches_left ? train_loader.begin() : train_loader.end(); it != train_loader.end(); ++it) {
+      const data::Example& batch = *it;
       const Tensor x = input(batch.data.to(c.device, true));
       const Tensor y = batch.target.to(c.device, true);
       opt->zero_grad();
@@ -255,31 +372,45 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
       scaler.scale(loss).backward();
       scaler.step(*opt);
       scaler.update();
-      loss_sum += loss.item<double>();
-      ++steps;
-      samples += static_cast<std::size_t>(y.numel());
-      progress.update(steps, loss_sum / static_cast<double>(steps), samples);
+      at.loss_sum += loss.item<double>();
+      ++at.steps;
+      ++at.step;
+      at.samples += y.numel();
+      progress.update(static_cast<std::size_t>(at.steps), at.loss_sum / static_cast<double>(at.steps),
+                      static_cast<std::size_t>(at.samples - samples_before));
+      if (checkpoints && c.checkpoint_every > 0 && at.step % c.checkpoint_every == 0) save_checkpoint();
+      if (c.after_step) c.after_step(at.step);
     }
     progress.finish();
     const double seconds = progress.seconds();
+    const double samples = static_cast<double>(at.samples - samples_before);
     schedule.step();
     train_seconds += seconds;
-    samples_seen += samples;
+    samples_seen += static_cast<std::size_t>(samples);
+    ++epochs_run;
+    const double train_loss = at.loss_sum / static_cast<double>(std::max<std::int64_t>(at.steps, 1));
     const auto [accuracy, test_loss] = evaluate(model, test_loader, c.device, input, c.mixed_precision);
     std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.2fs (%.0f samples/s)",
-                static_cast<long long>(epoch), loss_sum / static_cast<double>(steps), test_loss, 100 * accuracy,
-                seconds, static_cast<double>(samples) / seconds);
+                static_cast<long long>(at.epoch), train_loss, test_loss, 100 * accuracy, seconds, samples / seconds);
     if (c.mixed_precision) std::printf(", loss scale %g", scaler.get_scale());
     std::printf("\n");
     if (log.is_open()) {
-      log << epoch << "," << loss_sum / static_cast<double>(steps) << "," << test_loss << "," << accuracy << ","
-          << seconds << "," << static_cast<double>(samples) / seconds << "\n" << std::flush;
+      log << at.epoch << "," << train_loss << "," << test_loss << "," << accuracy << "," << seconds << ","
+          << samples / seconds << "\n" << std::flush;
     }
-    result.test_accuracy = accuracy;
-    result.train_losses.push_back(loss_sum / static_cast<double>(steps));
+    at.test_accuracy = accuracy;
+    at.train_losses.push_back(train_loss);
+    at.epoch_done = true;
+    // Each epoch's end when no step interval is set; and always the very end of training, so
+    // the folder's newest checkpoint is the finished run.
+    // (A step-interval checkpoint of this same step is replaced: same name, epoch now done.)
+    if (checkpoints && (c.checkpoint_every == 0 || at.epoch == c.epochs)) save_checkpoint();
+    if (c.after_epoch) c.after_epoch(at.epoch);
   }
-  result.seconds_per_epoch = train_seconds / static_cast<double>(c.epochs);
-  result.samples_per_second = static_cast<double>(samples_seen) / train_seconds;
+  result.test_accuracy = at.test_accuracy;
+  result.train_losses = at.train_losses;
+  result.seconds_per_epoch = epochs_run > 0 ? train_seconds / static_cast<double>(epochs_run) : 0.0;
+  result.samples_per_second = train_seconds > 0 ? static_cast<double>(samples_seen) / train_seconds : 0.0;
   if (!c.checkpoint.empty()) {
     save(c.checkpoint, model.state_dict(), {{"format", "pt"}, {"model", model.type_name()}});
     std::printf("checkpoint written to %s\n", c.checkpoint.c_str());
