@@ -146,6 +146,66 @@ inline std::optional<std::string> fragment_until_oom(CachingAllocator& cache, st
   return message;
 }
 
+
+/// Trains a small model with Adam, a step schedule and a shuffling loader for 40 steps (four
+/// epochs of 10), stopped after 15 and restarted in a fresh "process" (new model, optimizer,
+/// schedule and loader, the generator reseeded) from what was saved at the stop: the weights
+/// alone, or a full training checkpoint. Returns the largest difference between the final
+/// weights and those of a run never stopped.
+inline double resumed_weight_difference(bool full_checkpoint) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kiln_failures_killed_run";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  manual_seed(3);
+  auto dataset = std::make_shared<data::TensorDataset>(randn({80, 6}), randn({80, 2}));
+  struct Run {
+    nn::Linear model{6, 2};
+    optim::Adam opt{model.parameters(), optim::AdamOptions(0.05)};
+    optim::StepLR schedule{opt, 10, 0.5};
+    data::DataLoader loader;
+    explicit Run(std::shared_ptr<data::Dataset> d) : loader(std::move(d), {.batch_size = 8, .shuffle = true, .seed = 1}) {}
+    checkpoint::TrainingState state() {
+      return {.model = &model, .optimizer = &opt, .scheduler = &schedule, .loader = &loader};
+    }
+    /// Trains until `stop_at` steps in all, counting from `step`; returns the step reached.
+    std::int64_t train_until(std::int64_t step, std::int64_t stop_at) {
+      while (step < stop_at) {
+        for (const data::Example& b : loader) {
+          opt.zero_grad();
+          mse_loss(model.forward(b.data), b.target).backward();
+          opt.step();
+          schedule.step();
+          if (++step == stop_at) break;
+        }
+      }
+      return step;
+    }
+  };
+  manual_seed(0);
+  Run uninterrupted(dataset);
+  uninterrupted.train_until(0, 40);
+
+  manual_seed(0);
+  {
+    Run killed(dataset);
+    // The loop breaks after step 15, in the middle of epoch 2; the state is saved there.
+    killed.train_until(0, 15);
+    if (full_checkpoint) checkpoint::CheckpointDir(dir.string()).save(15, killed.state());
+    else save((dir / "weights.safetensors").string(), killed.model.state_dict());
+  }
+  manual_seed(42);  // a new process
+  Run resumed(dataset);
+  if (full_checkpoint) {
+    checkpoint::TrainingState state = resumed.state();
+    checkpoint::CheckpointDir(dir.string()).resume(state);
+  } else {
+    resumed.model.load_state_dict(load((dir / "weights.safetensors").string()));
+  }
+  resumed.train_until(15, 40);
+  std::filesystem::remove_all(dir);
+  return (resumed.model.weight - uninterrupted.model.weight).abs().max().item<double>();
+}
+
 }  // namespace failure_detail
 
 /// Every case, in the catalogue's order.
@@ -479,6 +539,27 @@ inline std::vector<FailureCase> failure_cases() {
                      const double total = ms + milliseconds([] { cuda::synchronize(); });
                      out << format("pinned: the call returned after %.2f ms; the copy finished at %.2f ms\n", ms, total);
                      return ms < total;
+                   }});
+
+  cases.push_back({"killed-run", "a killed run resumed from its saved weights does not continue where it stopped",
+                   "weights-only resume",
+                   "A run is more than its weights: Adam's moments and step counts, the schedule's position,\n"
+                   "the shuffle order and position in the epoch, and the generator all shape the steps to\n"
+                   "come. Reloading only model.state_dict() restarts all of them. Save a full training\n"
+                   "checkpoint (checkpoint::CheckpointDir, or --checkpoint-dir and --resume).",
+                   false,
+                   [](std::ostream& out) -> std::optional<std::string> {
+                     const double diff = resumed_weight_difference(false);
+                     out << "40 steps of Adam + StepLR, stopped after 15, resumed from model.state_dict()\n";
+                     if (diff == 0.0) return std::nullopt;
+                     return format("weights-only resume: the final weights differ from an uninterrupted run's by "
+                                   "up to %.3g", diff);
+                   },
+                   [](std::ostream& out) {
+                     const double diff = resumed_weight_difference(true);
+                     out << format("resumed from a CheckpointDir training checkpoint: the final weights differ by %g "
+                                   "(bit-identical)\n", diff);
+                     return diff == 0.0;
                    }});
   return cases;
 }
