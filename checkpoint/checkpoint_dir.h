@@ -35,9 +35,12 @@ namespace kiln::checkpoint {
 //     num_workers;
 //   - the generator states, so dropout masks continue the same stream;
 //   - the loop's running sums, as exact decimal text.
-// Kernels give the same bits for the same inputs on every run (sums do not depend on the
-// thread count: Note [How Kiln sums]). A checkpoint is taken only between steps, never inside
-// one. Timings are not state: they stay out of the checkpoint, whose bytes are then the same.
+// Kernels give the same bits for the same inputs on every run with the same thread count.
+// Kiln's sums do not depend on it (Note [How Kiln sums]) but oneDNN's last bits do, and the
+// default count backs off while the machine is busy (Note [Sharing the machine]): a run that
+// must resume bit for bit fixes it (set_num_threads; the training programs do so whenever
+// they checkpoint). A checkpoint is taken only between steps, never inside one. Timings are
+// not state: they stay out of the checkpoint, whose bytes are then the same.
 
 struct CheckpointDirOptions {
   /// How many of the newest checkpoints to keep (0 keeps all).

@@ -156,6 +156,7 @@ inline double resumed_weight_difference(bool full_checkpoint) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kiln_failures_killed_run";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  set_num_threads(get_num_threads());  // one fixed thread count: see Note [Exact resumption]
   manual_seed(3);
   auto dataset = std::make_shared<data::TensorDataset>(randn({80, 6}), randn({80, 2}));
   struct Run {

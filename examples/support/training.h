@@ -178,6 +178,7 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;     // steps between checkpoints (0 = at each epoch's end)
   std::size_t keep_checkpoints = 3;      // the newest this many are kept
   bool resume = false;                   // continue from checkpoint_dir's newest valid checkpoint
+  int threads = 0;                       // CPU threads (0: adaptive, fixed when checkpointing)
   // Where tests kill a run: after each step (the global step count), after each epoch's end
   // (its checkpoint written), and inside a checkpoint write (CheckpointDirOptions).
   std::function<void(std::int64_t step)> after_step{};
@@ -202,6 +203,8 @@ inline void add_common_flags(Flags& f, const TrainConfig& defaults) {
   f.add("checkpoint-every", std::to_string(defaults.checkpoint_every), "steps between checkpoints (0 = each epoch)");
   f.add("keep-checkpoints", std::to_string(defaults.keep_checkpoints), "how many of the newest checkpoints to keep");
   f.add_switch("resume", "continue from the newest valid checkpoint in --checkpoint-dir");
+  f.add("threads", "0", "CPU threads (0 = all cores, backing off when the machine is busy; fixed when "
+        "checkpointing)");
 }
 
 inline TrainConfig config_from(const Flags& f) {
@@ -221,6 +224,7 @@ inline TrainConfig config_from(const Flags& f) {
   c.checkpoint_every = f.integer("checkpoint-every");
   c.keep_checkpoints = static_cast<std::size_t>(f.integer("keep-checkpoints"));
   c.resume = f.on("resume");
+  c.threads = static_cast<int>(f.integer("threads"));
   return c;
 }
 
@@ -316,6 +320,15 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
     checkpoints.emplace(c.checkpoint_dir, checkpoint::CheckpointDirOptions{
                                               .keep_last = c.keep_checkpoints,
                                               .before_publish = c.before_checkpoint_publish});
+  }
+  // Bit-identical resumption needs the same thread count before and after the kill: oneDNN's
+  // last bits depend on it, and the adaptive count backs off when the machine is busy.
+  if (c.threads > 0) {
+    set_num_threads(c.threads);
+  } else if (checkpoints) {
+    set_num_threads(get_num_threads());
+    std::printf("checkpointing: CPU threads fixed at %d, so a resumed run computes the same bits (--threads to "
+                "choose)\n", get_num_threads());
   }
   checkpoint::TrainingState state{.model = &model, .optimizer = opt.get(), .scheduler = &schedule,
                                   .scaler = &scaler, .loader = &train_loader};
