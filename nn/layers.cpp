@@ -15,7 +15,7 @@ Dropout::Dropout(double prob) : Module("Dropout"), p(prob) {
   KILN_CHECK_VALUE(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);
 }
 
-MaxPool2d::MaxPool2d(Pair k, std::optional<Pair> s, Pair pad, Pair dil)
+MaxPool2d::MaxPool2d(Pair k, OptionalPair s, Pair pad, Pair dil)
     : Module("MaxPool2d"), kernel_size(k), stride(s.value_or(k)), padding(pad), dilation(dil) {}
 
 std::string MaxPool2d::extra_repr() const {
@@ -23,7 +23,7 @@ std::string MaxPool2d::extra_repr() const {
                          pair_text(padding), ", dilation=", pair_text(dilation), ", ceil_mode=False");
 }
 
-AvgPool2d::AvgPool2d(Pair k, std::optional<Pair> s, Pair pad, bool include)
+AvgPool2d::AvgPool2d(Pair k, OptionalPair s, Pair pad, bool include)
     : Module("AvgPool2d"), kernel_size(k), stride(s.value_or(k)), padding(pad), count_include_pad(include) {}
 
 std::string AvgPool2d::extra_repr() const {

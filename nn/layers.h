@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "autograd/functions/elementwise.h"
 #include "autograd/functions/nn.h"
 #include "nn/module.h"
 
@@ -21,6 +22,13 @@ class GELU : public Module {
  public:
   GELU() : Module("GELU") {}
   Tensor forward(const Tensor& x) override { return x.gelu(); }
+};
+
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01) : Module("LeakyReLU"), negative_slope(negative_slope) {}
+  Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
+  const double negative_slope;
 };
 
 class Tanh : public Module {
@@ -79,7 +87,7 @@ class Dropout : public Module {
 
 class MaxPool2d : public Module {
  public:
-  explicit MaxPool2d(Pair kernel_size, std::optional<Pair> stride = std::nullopt, Pair padding = {0, 0},
+  explicit MaxPool2d(Pair kernel_size, OptionalPair stride = std::nullopt, Pair padding = {0, 0},
                      Pair dilation = {1, 1});
   explicit MaxPool2d(std::int64_t kernel_size) : MaxPool2d(Pair{kernel_size, kernel_size}) {}
   Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_size, stride, padding, dilation); }
@@ -89,7 +97,7 @@ class MaxPool2d : public Module {
 
 class AvgPool2d : public Module {
  public:
-  explicit AvgPool2d(Pair kernel_size, std::optional<Pair> stride = std::nullopt, Pair padding = {0, 0},
+  explicit AvgPool2d(Pair kernel_size, OptionalPair stride = std::nullopt, Pair padding = {0, 0},
                      bool count_include_pad = true);
   explicit AvgPool2d(std::int64_t kernel_size) : AvgPool2d(Pair{kernel_size, kernel_size}) {}
   Tensor forward(const Tensor& x) override { return avg_pool2d(x, kernel_size, stride, padding, count_include_pad); }

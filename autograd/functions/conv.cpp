@@ -195,6 +195,32 @@ Tensor fold(const Tensor& input, Pair output_size, Pair kernel_size, Pair dilati
   return FoldFn::apply(input, g);
 }
 
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
+                        Pair output_padding, Pair dilation) {
+  check_4d("conv_transpose2d", input);
+  KILN_CHECK(weight.dim() == 4, "conv_transpose2d: expected a 4-D weight [C_in, C_out, kh, kw], got ", weight.sizes());
+  KILN_CHECK(weight.size(0) == input.size(1), "Given transposed=1, weight of size ", weight.sizes(),
+             ", expected input", input.sizes(), " to have ", weight.size(0), " channels, but got ", input.size(1),
+             " channels instead");
+  for (std::size_t i = 0; i < 2; ++i) {
+    KILN_CHECK_VALUE(output_padding[i] < stride[i] || output_padding[i] < dilation[i],
+                     "output padding must be smaller than either stride or dilation, but got output_padding=(",
+                     output_padding[0], ", ", output_padding[1], "), stride=(", stride[0], ", ", stride[1],
+                     "), dilation=(", dilation[0], ", ", dilation[1], ")");
+  }
+  const std::int64_t n = input.size(0), c_in = input.size(1), c_out = weight.size(1);
+  const std::int64_t kh = weight.size(2), kw = weight.size(3);
+  const std::int64_t h_out = (input.size(2) - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1;
+  const std::int64_t w_out = (input.size(3) - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1;
+  KILN_CHECK_VALUE(h_out > 0 && w_out > 0, "conv_transpose2d: the output would be ", h_out, "x", w_out);
+  // Each input pixel spreads its C_in values through the weight into a kh x kw patch of
+  // C_out channels; fold (col2im) adds the overlapping patches up at their places.
+  const Tensor columns = weight.reshape({c_in, c_out * kh * kw}).t().matmul(input.reshape({n, c_in, -1}));
+  Tensor out = fold(columns, {h_out, w_out}, {kh, kw}, dilation, padding, stride);
+  if (bias.defined()) out = out + bias.reshape({1, c_out, 1, 1});
+  return out;
+}
+
 namespace {
 
 /// The checked geometry of a 2-D convolution (PyTorch's messages for mismatched shapes).
@@ -324,7 +350,7 @@ struct Pool2dFn : Function<Pool2dFn<IsMax>> {
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride, Pair padding,
+Tensor max_pool2d(const Tensor& input, Pair kernel_size, OptionalPair stride, Pair padding,
                   Pair dilation) {
   check_4d("max_pool2d", input);
   for (int i = 0; i < 2; ++i) {
@@ -337,7 +363,7 @@ Tensor max_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> str
   return max_pool2d_composite(input, g);
 }
 
-Tensor avg_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride, Pair padding,
+Tensor avg_pool2d(const Tensor& input, Pair kernel_size, OptionalPair stride, Pair padding,
                   bool count_include_pad) {
   check_4d("avg_pool2d", input);
   const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), kernel_size, {1, 1}, padding,

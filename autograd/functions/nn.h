@@ -8,6 +8,7 @@
 #include <optional>
 #include <tuple>
 
+#include "core/expanding_array.h"
 #include "core/tensor.h"
 
 namespace kiln {
@@ -57,7 +58,10 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
 Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 
-using Pair = std::array<std::int64_t, 2>;
+/// Two sizes (height, width); also built from one integer or a braced list.
+using Pair = ExpandingArray<2>;
+/// A Pair that may be left unset (std::nullopt).
+using OptionalPair = OptionalExpandingArray<2>;
 
 /// 2-D convolution of [N, C, H, W] with weight [O, C/groups, kh, kw].
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
@@ -70,10 +74,16 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}
 Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias = {},
                    Pair stride = {1, 1}, Pair padding = {0, 0}, Pair dilation = {1, 1},
                    std::int64_t groups = 1);
+/// The transpose of conv2d (its gradient with respect to the input, as a layer): input
+/// [N, C_in, H, W], weight [C_in, C_out, kh, kw] (PyTorch's layout), output
+/// H_out = (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1.
+/// A composite of matmul and fold (col2im), so its gradients are theirs. groups = 1 only.
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = {}, Pair stride = 1,
+                        Pair padding = 0, Pair output_padding = 0, Pair dilation = 1);
 /// stride defaults to the kernel size, as in PyTorch.
-Tensor max_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride = std::nullopt,
+Tensor max_pool2d(const Tensor& input, Pair kernel_size, OptionalPair stride = std::nullopt,
                   Pair padding = {0, 0}, Pair dilation = {1, 1});
-Tensor avg_pool2d(const Tensor& input, Pair kernel_size, std::optional<Pair> stride = std::nullopt,
+Tensor avg_pool2d(const Tensor& input, Pair kernel_size, OptionalPair stride = std::nullopt,
                   Pair padding = {0, 0}, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& input, Pair output_size);
 /// im2col: [N, C, H, W] -> [N, C*kh*kw, L] (PyTorch's F.unfold).
