@@ -50,6 +50,13 @@ class Adam : public Optimizer {
 struct AdamWOptions : AdamOptions {
   explicit AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay_ = 1e-2; }
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamWOptions>(*this); }
+  // The setters again, returning AdamWOptions&, so that AdamW(params, AdamWOptions(lr).weight_decay(0.05))
+  // compiles: AdamOptions' own would return AdamOptions&.
+  AdamWOptions& betas(std::pair<double, double> b) { AdamOptions::betas(b); return *this; }
+  AdamWOptions& eps(double v) { AdamOptions::eps(v); return *this; }
+  AdamWOptions& weight_decay(double v) { AdamOptions::weight_decay(v); return *this; }
+  AdamWOptions& amsgrad(bool v) { AdamOptions::amsgrad(v); return *this; }
+  AdamWOptions& maximize(bool v) { AdamOptions::maximize(v); return *this; }
 };
 
 class AdamW : public Adam {
