@@ -22,6 +22,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,25 +30,50 @@
 
 namespace kiln::nn {
 
-/// Named tensors in registration order (PyTorch's OrderedDict state_dict).
+/// Named tensors in registration order: PyTorch's OrderedDict state_dict, with its habits.
+///   StateDict sd = kiln::load("model.safetensors");
+///   sd["head.weight"] = sd.pop("fc.weight");         // rename a key
+///   sd.erase("fc.bias");                              // drop a classifier head
+///   for (const auto& [name, t] : sd.items()) ...      // insertion order
 class StateDict {
  public:
   using Entry = std::pair<std::string, Tensor>;
   StateDict() = default;
-  StateDict(std::initializer_list<Entry> entries) : entries_(entries) {}
+  StateDict(std::initializer_list<Entry> entries);
 
+  /// Adds `name` at the end, or replaces its tensor where it already is.
   void insert(std::string name, Tensor t);
+  /// The tensor named `name`, inserted (undefined, at the end) when absent, as std::map does.
+  Tensor& operator[](const std::string& name);
+  /// The tensor named `name`; a missing key is an IndexError naming it.
+  const Tensor& at(const std::string& name) const;
+  const Tensor& operator[](const std::string& name) const { return at(name); }
   /// The tensor named `name`, or nullptr.
   const Tensor* find(const std::string& name) const;
-  const Tensor& at(const std::string& name) const;
-  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  bool contains(const std::string& name) const { return index_.count(name) > 0; }
+  /// Removes `name`; returns how many entries went (0 or 1).
+  std::size_t erase(const std::string& name);
+  /// Removes `name` and returns its tensor (Python's dict.pop); a missing key is an error.
+  Tensor pop(const std::string& name);
+  std::vector<std::string> keys() const;
+  std::vector<Tensor> values() const;
+  const std::vector<Entry>& items() const { return entries_; }
   std::size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
+  void clear();
   auto begin() const { return entries_.begin(); }
   auto end() const { return entries_.end(); }
 
  private:
+  void reindex();
   std::vector<Entry> entries_;
+  std::unordered_map<std::string, std::size_t> index_;  // name -> position in entries_
+};
+
+/// What load_state_dict(strict = false) did not match (PyTorch's _IncompatibleKeys).
+struct IncompatibleKeys {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
 };
 
 class Module {
@@ -112,8 +138,10 @@ class Module {
   /// Parameters and persistent buffers by dotted name.
   StateDict state_dict() const;
   /// Copies values from `dict` into this module's tensors (keeping their identity). With
-  /// `strict`, missing and unexpected keys are errors, in PyTorch's words.
-  void load_state_dict(const StateDict& dict, bool strict = true);
+  /// `strict`, missing and unexpected keys are errors, in PyTorch's words; without, they are
+  /// returned (a backbone loads into a model with a new head). Shape mismatches are always
+  /// errors.
+  IncompatibleKeys load_state_dict(const StateDict& dict, bool strict = true);
 
   const std::string& type_name() const { return type_name_; }
   /// The "in_features=784, out_features=512, bias=True" part of the printed tree.
