@@ -37,6 +37,7 @@ namespace kiln {
 // is absent, so no file outside core/cuda needs #ifdef.
 
 class Tensor;
+struct ValuesIndices;
 using TensorList = std::vector<Tensor>;
 /// A gradient hook: receives the gradient flowing into a tensor; may return a replacement
 /// (or an undefined Tensor to keep it).
@@ -209,14 +210,23 @@ class Tensor {
   Tensor mean(IntArrayRef dims, bool keepdim = false,
               std::optional<DType> dtype = std::nullopt) const;
   Tensor prod(std::optional<DType> dtype = std::nullopt) const;
-  Tensor prod(std::int64_t dim, bool keepdim = false,
+  /// Over one dim (prod(1)) or several (prod({0, 1})), like every reduction here.
+  Tensor prod(IntArrayRef dims, bool keepdim = false,
               std::optional<DType> dtype = std::nullopt) const;
   /// Largest element (gradient split evenly between ties, like amax).
   Tensor max() const;
   Tensor min() const;
-  /// (values, indices) along `dim`; gradient flows to the returned index.
-  std::tuple<Tensor, Tensor> max(std::int64_t dim, bool keepdim = false) const;
-  std::tuple<Tensor, Tensor> min(std::int64_t dim, bool keepdim = false) const;
+  /// .values and .indices along `dim`; gradient flows to the returned index.
+  ///   auto [values, indices] = x.max(1);    // or x.max(1).values
+  ValuesIndices max(std::int64_t dim, bool keepdim = false) const;
+  ValuesIndices min(std::int64_t dim, bool keepdim = false) const;
+  /// Sorted along `dim` (NaN counts as the largest value, as in PyTorch; equal values keep their
+  /// order). Differentiable: values are gathered from the input at the indices.
+  ValuesIndices sort(std::int64_t dim = -1, bool descending = false) const;
+  /// The k largest (or smallest) along `dim`, sorted.
+  ValuesIndices topk(std::int64_t k, std::int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  /// The k-th smallest (1-based) along `dim`.
+  ValuesIndices kthvalue(std::int64_t k, std::int64_t dim = -1, bool keepdim = false) const;
   /// Reductions over a list of dims treat an empty list as "all dims", as PyTorch does.
   Tensor amax(IntArrayRef dims = {}, bool keepdim = false) const;
   Tensor amin(IntArrayRef dims = {}, bool keepdim = false) const;
@@ -355,6 +365,15 @@ Tensor& operator*=(Tensor& a, const Tensor& b);
 Tensor& operator*=(Tensor& a, const Scalar& b);
 Tensor& operator/=(Tensor& a, const Tensor& b);
 Tensor& operator/=(Tensor& a, const Scalar& b);
+
+/// What max/min/sort/topk/kthvalue along a dim return (PyTorch's torch.return_types): use
+/// .values and .indices, or structured bindings (auto [values, indices] = x.max(1)).
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;
+  /// LibTorch returns a std::tuple; code written for it can take one from here.
+  operator std::tuple<Tensor, Tensor>() const { return {values, indices}; }  // NOLINT: implicit
+};
 
 /// Prints like PyTorch: `tensor([[1., 2.],\n        [3., 4.]], dtype=kiln.float64)`.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

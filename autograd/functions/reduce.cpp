@@ -159,6 +159,14 @@ Tensor sum_to(const Tensor& grad, IntArrayRef shape) {
   return grad.sum(dims, true).reshape(shape);
 }
 
+StdMean std_mean(const Tensor& x, IntArrayRef dims, bool unbiased, bool keepdim) {
+  return {x.std(dims, unbiased, keepdim), x.mean(dims, keepdim)};
+}
+
+VarMean var_mean(const Tensor& x, IntArrayRef dims, bool unbiased, bool keepdim) {
+  return {x.var(dims, unbiased, keepdim), x.mean(dims, keepdim)};
+}
+
 // --- Tensor methods -----------------------------------------------------------------------------
 
 Tensor Tensor::sum(std::optional<DType> dtype) const { return SumFn::apply(*this, IntArrayRef{}, false, dtype); }
@@ -178,17 +186,18 @@ Tensor Tensor::mean(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) 
 }
 
 Tensor Tensor::prod(std::optional<DType> dtype) const { return ProdFn::apply(*this, IntArrayRef{}, false, dtype); }
-Tensor Tensor::prod(std::int64_t dim, bool keepdim, std::optional<DType> dtype) const {
-  return ProdFn::apply(*this, IntArrayRef(dim), keepdim, dtype);
+Tensor Tensor::prod(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) const {
+  KILN_CHECK_VALUE(!dims.empty(), "prod(): expected at least one dim (prod() without dims reduces everything)");
+  return ProdFn::apply(*this, dims, keepdim, dtype);
 }
 
 Tensor Tensor::max() const { return AmaxFn<true>::apply(*this, IntArrayRef{}, false); }
 Tensor Tensor::min() const { return AmaxFn<false>::apply(*this, IntArrayRef{}, false); }
-std::tuple<Tensor, Tensor> Tensor::max(std::int64_t dim, bool keepdim) const {
+ValuesIndices Tensor::max(std::int64_t dim, bool keepdim) const {
   TensorList r = MaxDimFn<true>::apply(*this, dim, keepdim);
   return {r[0], r[1]};
 }
-std::tuple<Tensor, Tensor> Tensor::min(std::int64_t dim, bool keepdim) const {
+ValuesIndices Tensor::min(std::int64_t dim, bool keepdim) const {
   TensorList r = MaxDimFn<false>::apply(*this, dim, keepdim);
   return {r[0], r[1]};
 }

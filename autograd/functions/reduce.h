@@ -2,6 +2,8 @@
 // sum_to, the one helper that undoes broadcasting in every backward formula.
 #pragma once
 
+#include <tuple>
+
 #include "core/tensor.h"
 
 namespace kiln {
@@ -11,5 +13,22 @@ namespace kiln {
 ///
 ///   sum_to(ones({4, 2, 3}), {2, 1})  ->  [[12.], [12.]]
 Tensor sum_to(const Tensor& grad, IntArrayRef shape);
+
+/// torch.std_mean: the standard deviation and the mean over `dims` (all when empty), in one
+/// call: auto [std_dev, mean] = std_mean(x, {1});
+struct StdMean {
+  Tensor std;
+  Tensor mean;
+  operator ::std::tuple<Tensor, Tensor>() const { return {std, mean}; }  // NOLINT: implicit
+};
+StdMean std_mean(const Tensor& x, IntArrayRef dims = {}, bool unbiased = true, bool keepdim = false);
+
+/// torch.var_mean: the variance and the mean over `dims` (all when empty).
+struct VarMean {
+  Tensor var;
+  Tensor mean;
+  operator ::std::tuple<Tensor, Tensor>() const { return {var, mean}; }  // NOLINT: implicit
+};
+VarMean var_mean(const Tensor& x, IntArrayRef dims = {}, bool unbiased = true, bool keepdim = false);
 
 }  // namespace kiln

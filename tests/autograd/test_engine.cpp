@@ -25,7 +25,7 @@ TEST(Engine, OutputsAreCreatedWithTheirGradFn) {
   EXPECT_TRUE(x.is_leaf());
   // Integer and bool outputs never require grad, even from inputs that do.
   EXPECT_FALSE((x > 1).requires_grad());
-  EXPECT_FALSE(std::get<1>(x.max(0)).requires_grad());
+  EXPECT_FALSE(x.max(0).indices.requires_grad());
   EXPECT_FALSE(x.argmax().requires_grad());
   // Nothing requires grad: nothing is recorded.
   EXPECT_EQ((ones({2}) * 2).grad_fn(), nullptr);

@@ -214,11 +214,11 @@ std::vector<OpInfo> build() {
        {{"all", {F({1, 5, 3, -4, -2, -6}, {2, 3})}, {-6}, {}}}, num(), true, {"amin"}});
   add({"max", [](const TensorList& x) { return x[0].max(); },
        {{"all", {F({1, 5, 3, -4}, {4})}, {5}, {}}}, num(), true, {"amax"}});
-  add({"max_dim", [](const TensorList& x) { return std::get<0>(x[0].max(0)); },
+  add({"max_dim", [](const TensorList& x) { return x[0].max(0).values; },
        {{"columns", {F({1, 5, 3, 4, -2, 6}, {2, 3})}, {4, 5, 6}, {3}}}, num(), true, {"arg_reduce"}});
-  add({"max_dim_indices", [](const TensorList& x) { return std::get<1>(x[0].max(1, true)); },
+  add({"max_dim_indices", [](const TensorList& x) { return x[0].max(1, true).indices; },
        {{"ties pick the first", {F({1, 5, 5, 4, -2, 6}, {2, 3})}, {1, 2}, {2, 1}}}, num(), false, {}});
-  add({"min_dim", [](const TensorList& x) { return std::get<0>(x[0].min(1)); },
+  add({"min_dim", [](const TensorList& x) { return x[0].min(1).values; },
        {{"rows", {F({1, 5, 3, 4, -2, 6}, {2, 3})}, {1, -2}, {2}}}, num(), true, {}});
   add({"argmax", [](const TensorList& x) { return x[0].argmax(); },
        {{"flat", {F({1, 5, 3, 4, -2, 6}, {2, 3})}, {5}, {}}}, num(), false, {}});

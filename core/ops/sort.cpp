@@ -1,0 +1,51 @@
+// core/ops/sort.cpp — sort_indices (see core/ops/sort.h).
+#include "core/ops/sort.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/creation.h"
+#include "core/shape.h"
+
+namespace kiln::ops {
+
+namespace {
+
+/// Sorts each contiguous row of `n` keys, writing the permutation into `out`.
+template <class Key>
+void sort_rows(const Key* keys, std::int64_t rows, std::int64_t n, bool descending, std::int64_t* out) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const Key* row = keys + r * n;
+    std::int64_t* order = out + r * n;
+    std::iota(order, order + n, std::int64_t{0});
+    // NaN sorts above everything (PyTorch's order); ties keep their original order.
+    auto less = [row](std::int64_t a, std::int64_t b) {
+      if constexpr (std::is_floating_point_v<Key>) {
+        if (std::isnan(row[a])) return false;
+        if (std::isnan(row[b])) return true;
+      }
+      return row[a] < row[b];
+    };
+    if (descending) std::stable_sort(order, order + n, [&](std::int64_t a, std::int64_t b) { return less(b, a); });
+    else std::stable_sort(order, order + n, less);
+  }
+}
+
+}  // namespace
+
+Tensor sort_indices(const Tensor& x, std::int64_t dim, bool descending) {
+  if (x.dim() == 0) return zeros({}, TensorOptions().dtype(kInt64).device(x.device()));
+  const std::int64_t d = wrap_dim(dim, x.dim());
+  // Keys as double (floating types: exact) or Int64 (integers: exact), the sorted dim last.
+  const DType key_type = x.is_floating_point() ? kFloat64 : kInt64;
+  const Tensor keys = x.detach().to(kCPU, key_type).transpose(d, -1).contiguous();
+  const std::int64_t n = keys.size(-1);
+  const std::int64_t rows = n == 0 ? 0 : keys.numel() / n;
+  Tensor order = empty(keys.sizes(), kInt64);
+  if (key_type == kFloat64) sort_rows(keys.data_ptr<double>(), rows, n, descending, order.data_ptr<std::int64_t>());
+  else sort_rows(keys.data_ptr<std::int64_t>(), rows, n, descending, order.data_ptr<std::int64_t>());
+  return order.transpose(d, -1).contiguous().to(x.device());
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,48 @@
+// tests/autograd/test_sort.cpp — sort, topk and kthvalue: PyTorch's order (NaN largest, ties
+// stable), any dim, and gradients that reach exactly the picked elements (gradcheck); prod
+// over several dims and std_mean/var_mean against their one-part forms.
+#include <cmath>
+
+#include "support/test_util.h"
+
+using namespace kiln;
+using kiln::testing::values;
+
+TEST(Sort, NanIsLargestAndTiesKeepTheirOrder) {
+  const Tensor x = tensor({2.0, std::nan(""), 1.0, 2.0, -1.0});
+  const auto ascending = x.sort();
+  EXPECT_EQ(values(ascending.indices), (std::vector<double>{4, 2, 0, 3, 1}));
+  EXPECT_TRUE(std::isnan(values(ascending.values)[4]));
+  const auto descending = x.sort(0, true);
+  EXPECT_EQ(values(descending.indices), (std::vector<double>{1, 0, 3, 2, 4}));
+  EXPECT_EQ(values(tensor({3, 1, 2}).sort().values), (std::vector<double>{1, 2, 3}));  // integers too
+}
+
+TEST(Sort, AlongAnyDimWithGradients) {
+  manual_seed(5);
+  const Tensor x = randn({3, 4, 5}, dtype(kFloat64).requires_grad(true));
+  const auto s = x.sort(1);
+  EXPECT_TRUE(equal(s.values, x.gather(1, s.indices)));
+  EXPECT_EQ((s.values.narrow(1, 1, 3) < s.values.narrow(1, 0, 3)).sum().item<std::int64_t>(), 0);
+  EXPECT_TRUE(autograd::gradcheck([](const TensorList& in) { return in[0].sort(1, true).values; }, {x}));
+  EXPECT_TRUE(autograd::gradcheck([](const TensorList& in) { return in[0].topk(2, -1).values; }, {x}));
+  EXPECT_TRUE(autograd::gradcheck([](const TensorList& in) { return in[0].kthvalue(3, 0).values; }, {x}));
+  const auto top = x.topk(2, 2, /*largest=*/false);
+  EXPECT_EQ(top.values.sizes(), (Shape{3, 4, 2}));
+  EXPECT_TRUE(equal(top.values, x.sort(2).values.narrow(2, 0, 2)));
+  EXPECT_ERROR(x.topk(6, 2), "selected index k out of range");
+  EXPECT_ERROR(x.kthvalue(0, 2), "kthvalue(): selected number k out of range");
+}
+
+TEST(Reductions, ProdOverSeveralDimsAndStdMean) {
+  manual_seed(6);
+  const Tensor x = randn({2, 3, 4}, dtype(kFloat64).requires_grad(true));
+  EXPECT_TRUE(kiln::testing::tensors_near(x.prod({0, 2}), x.prod(2).prod(0), 1e-12));
+  EXPECT_TRUE(autograd::gradcheck([](const TensorList& in) { return in[0].prod({0, 2}, true); }, {x}));
+  const auto [s, m] = std_mean(x, {1});
+  EXPECT_TRUE(equal(s, x.std({1})));
+  EXPECT_TRUE(equal(m, x.mean({1})));
+  const auto [v, m2] = var_mean(x, {}, false);
+  EXPECT_TRUE(equal(v, x.var({}, false)));
+  EXPECT_TRUE(equal(m2, x.mean()));
+}
