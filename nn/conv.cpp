@@ -45,4 +45,39 @@ std::string Conv2d::extra_repr() const {
   return s;
 }
 
+ConvTranspose2d::ConvTranspose2d(std::int64_t in, std::int64_t out, Pair k, ConvTranspose2dOptions o)
+    : Module("ConvTranspose2d"),
+      in_channels(in),
+      out_channels(out),
+      kernel_size(k),
+      options(o),
+      weight(register_parameter("weight", empty({in, out, k[0], k[1]}))),
+      bias(register_parameter("bias", o.bias ? empty({out}) : Tensor())) {
+  reset_parameters();
+}
+
+// PyTorch's _ConvNd.reset_parameters, whose fan_in for a transposed weight [in, out, kh, kw]
+// is out * kh * kw (dim 1 times the receptive field).
+void ConvTranspose2d::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const auto fan_in = init::calculate_fan_in_and_fan_out(weight).first;
+    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor ConvTranspose2d::forward(const Tensor& input) {
+  return conv_transpose2d(input, weight, bias, options.stride, options.padding, options.output_padding,
+                          options.dilation);
+}
+
+std::string ConvTranspose2d::extra_repr() const {
+  std::string s = detail::str_cat(in_channels, ", ", out_channels, ", kernel_size=(", kernel_size[0], ", ",
+                                  kernel_size[1], "), stride=(", options.stride[0], ", ", options.stride[1], ")");
+  if (options.padding != Pair{0, 0}) s += detail::str_cat(", padding=(", options.padding[0], ", ", options.padding[1], ")");
+  if (!options.bias) s += ", bias=False";
+  return s;
+}
+
 }  // namespace kiln::nn

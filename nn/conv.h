@@ -9,6 +9,7 @@
 
 namespace kiln::nn {
 
+/// Options as an aggregate, set by name: Conv2dOptions{.stride = 2, .padding = 1}.
 struct Conv2dOptions {
   Pair stride{1, 1};
   Pair padding{0, 0};
@@ -29,6 +30,31 @@ class Conv2d : public Module {
   const std::int64_t in_channels, out_channels;
   const Pair kernel_size;
   const Conv2dOptions options;
+  Tensor& weight;
+  Tensor& bias;
+};
+
+struct ConvTranspose2dOptions {
+  Pair stride = 1;
+  Pair padding = 0;
+  Pair output_padding = 0;
+  Pair dilation = 1;
+  bool bias = true;
+};
+
+/// The transposed convolution (PyTorch's ConvTranspose2d, groups = 1): weight
+/// [in_channels, out_channels, kh, kw], initialised like PyTorch's.
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(std::int64_t in_channels, std::int64_t out_channels, Pair kernel_size,
+                  ConvTranspose2dOptions options = {});
+  Tensor forward(const Tensor& input) override;
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  const std::int64_t in_channels, out_channels;
+  const Pair kernel_size;
+  const ConvTranspose2dOptions options;
   Tensor& weight;
   Tensor& bias;
 };

@@ -384,6 +384,7 @@ Tensor relu(const Tensor& x) { return ReluFn::apply(x); }
 Tensor sigmoid(const Tensor& x) { return SigmoidFn::apply(x); }
 Tensor tanh(const Tensor& x) { return TanhFn::apply(x); }
 Tensor gelu(const Tensor& x) { return GeluFn::apply(x); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) { return where(x > 0, x, x * negative_slope); }
 Tensor erf(const Tensor& x) { return ErfFn::apply(x); }
 Tensor square(const Tensor& x) { return MulFn::apply(x, x); }
 Tensor reciprocal(const Tensor& x) { return ReciprocalFn::apply(x); }

@@ -29,6 +29,8 @@ Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 /// The exact GELU, x * Phi(x) (PyTorch's approximate='none').
 Tensor gelu(const Tensor& x);
+/// x where x > 0, else negative_slope * x (a composite of where; its gradient is where's).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor erf(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
