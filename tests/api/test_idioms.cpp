@@ -1,0 +1,112 @@
+// tests/api/test_idioms.cpp — PyTorch habits, written the way a PyTorch (or LibTorch) user
+// writes them. These tests are first of all compile checks: a change that breaks one of these
+// idioms breaks CI's build. Each also asserts what the idiom computes.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "kiln.h"
+#include "support/test_util.h"
+
+namespace {
+
+using namespace kiln;
+namespace F = kiln::nn::functional;
+using kiln::testing::values;
+
+TEST(Idioms, OptimizerOptionSettersChainInTheirOwnType) {
+  nn::Linear model(4, 2);
+  optim::AdamW opt(model.parameters(), optim::AdamWOptions(1e-3).weight_decay(0.05).betas({0.8, 0.9}));
+  optim::Adam adam(model.parameters(), optim::AdamOptions(1e-3).amsgrad(true));
+  optim::SGD sgd(model.parameters(), optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+  const auto& o = static_cast<const optim::AdamWOptions&>(*opt.param_groups()[0].options);
+  EXPECT_EQ(o.weight_decay_, 0.05);
+  EXPECT_EQ(o.betas_.first, 0.8);
+}
+
+TEST(Idioms, SizesAreAnIntegerABracedListOrAnArray) {
+  const Tensor x = arange(0.0, 32.0).reshape({1, 2, 4, 4});
+  const Tensor a = max_pool2d(x, {2, 2}, {2, 2});
+  const Tensor b = max_pool2d(x, 2);
+  const Tensor c = F::max_pool2d(x, std::array<std::int64_t, 2>{2, 2});
+  EXPECT_EQ(a.sizes(), (Shape{1, 2, 2, 2}));
+  EXPECT_TRUE(equal(a, b));
+  EXPECT_TRUE(equal(a, c));
+  EXPECT_EQ(values(b.flatten()), (std::vector<double>{5, 7, 13, 15, 21, 23, 29, 31}));
+  EXPECT_EQ(avg_pool2d(x, 2).sizes(), (Shape{1, 2, 2, 2}));
+  EXPECT_EQ(avg_pool2d(x, {3, 3}, 1, 1).sizes(), (Shape{1, 2, 4, 4}));  // kernel 3, stride 1, padding 1
+  nn::Conv2d conv(2, 3, 3, nn::Conv2dOptions{.stride = 1, .padding = 1});
+  EXPECT_EQ(conv.forward(x).sizes(), (Shape{1, 3, 4, 4}));
+  EXPECT_EQ(F::conv2d(x, conv.weight, conv.bias, 2, 1).sizes(), (Shape{1, 3, 2, 2}));
+  nn::MaxPool2d pool(2);
+  EXPECT_TRUE(equal(pool.forward(x), b));
+}
+
+TEST(Idioms, FunctionalSignaturesTakePyTorchsOrder) {
+  const Tensor weight = arange(0.0, 6.0).reshape({3, 2});
+  const Tensor indices = tensor({2, 0});
+  EXPECT_EQ(values(F::embedding(indices, weight)), (std::vector<double>{4, 5, 0, 1}));
+  EXPECT_EQ(values(F::leaky_relu(tensor({-2.0, 3.0}), 0.1)), (std::vector<double>{-0.2f, 3}));
+}
+
+TEST(Idioms, ResultsWithSeveralPartsAreNamed) {
+  const Tensor x = tensor({{3.0, 1.0, 2.0}, {0.5, 4.0, 4.0}});
+  const auto [values_, indices] = x.max(1);
+  EXPECT_EQ(values(values_), (std::vector<double>{3, 4}));
+  EXPECT_EQ(values(indices), (std::vector<double>{0, 1}));
+  EXPECT_EQ(values(x.min(1).values), (std::vector<double>{1, 0.5}));
+  const std::tuple<Tensor, Tensor> as_tuple = x.max(1);  // LibTorch code keeps working
+  EXPECT_EQ(values(std::get<1>(as_tuple)), (std::vector<double>{0, 1}));
+
+  const auto sorted = x.sort(1, /*descending=*/true);
+  EXPECT_EQ(values(sorted.values), (std::vector<double>{3, 2, 1, 4, 4, 0.5}));
+  EXPECT_EQ(values(sorted.indices), (std::vector<double>{0, 2, 1, 1, 2, 0}));  // ties keep their order
+  const auto top = x.topk(2);
+  EXPECT_EQ(values(top.values), (std::vector<double>{3, 2, 4, 4}));
+  const auto [kth, kth_index] = x.kthvalue(2, 1);
+  EXPECT_EQ(values(kth), (std::vector<double>{2, 4}));
+  EXPECT_EQ(values(kth_index), (std::vector<double>{2, 1}));
+  const auto [std_dev, mean] = std_mean(tensor({1.0, 2.0, 3.0, 4.0}));
+  EXPECT_NEAR(std_dev.item<double>(), 1.2909944487358056, 1e-6);
+  EXPECT_EQ(mean.item<double>(), 2.5);
+  const auto vm = var_mean(x, {1}, /*unbiased=*/false);
+  EXPECT_NEAR(vm.var[0].item<double>(), 2.0 / 3.0, 1e-6);
+}
+
+TEST(Idioms, ReductionsTakeOneDimOrAList) {
+  const Tensor x = arange(1.0, 7.0).reshape({2, 3});
+  EXPECT_EQ(values(x.prod(1)), (std::vector<double>{6, 120}));
+  EXPECT_EQ(x.prod({0, 1}).item<double>(), 720.0);
+  EXPECT_EQ(values(x.sum(1)), (std::vector<double>{6, 15}));
+  EXPECT_EQ(values(x.sum({0, 1}, true)), std::vector<double>{21});
+  EXPECT_EQ(values(x.mean(0)), (std::vector<double>{2.5, 3.5, 4.5}));
+  EXPECT_EQ(values(x.amax(1)), (std::vector<double>{3, 6}));
+  EXPECT_EQ(values(x.logsumexp(1) - x.logsumexp({1})), (std::vector<double>{0, 0}));
+}
+
+TEST(Idioms, StateDictEditsInALine) {
+  nn::Sequential model({std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::ReLU>(),
+                        std::make_shared<nn::Linear>(3, 2)});
+  nn::StateDict sd = model.state_dict();
+  EXPECT_EQ(sd.keys(), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  sd["backbone.weight"] = sd.pop("0.weight");  // rename
+  EXPECT_EQ(sd.erase("2.weight"), 1u);          // drop the head
+  EXPECT_EQ(sd.erase("2.weight"), 0u);
+  EXPECT_TRUE(sd.contains("backbone.weight"));
+  EXPECT_EQ(sd.keys(), (std::vector<std::string>{"0.bias", "2.bias", "backbone.weight"}));
+  EXPECT_EQ(sd.values().size(), 3u);
+  for (const auto& [name, t] : sd.items()) EXPECT_TRUE(t.defined()) << name;
+
+  // A backbone into a model with a new head: strict = false says what did not match.
+  nn::Sequential fresh({std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::ReLU>(),
+                        std::make_shared<nn::Linear>(3, 5)});
+  nn::StateDict backbone = model.state_dict();
+  backbone.erase("2.weight");
+  backbone.erase("2.bias");
+  const nn::IncompatibleKeys result = fresh.load_state_dict(backbone, /*strict=*/false);
+  EXPECT_EQ(result.missing_keys, (std::vector<std::string>{"2.weight", "2.bias"}));
+  EXPECT_TRUE(result.unexpected_keys.empty());
+  EXPECT_TRUE(equal(fresh.state_dict().at("0.weight"), model.state_dict().at("0.weight")));
+}
+
+}  // namespace
