@@ -109,4 +109,46 @@ TEST(Idioms, StateDictEditsInALine) {
   EXPECT_TRUE(equal(fresh.state_dict().at("0.weight"), model.state_dict().at("0.weight")));
 }
 
+// The Kiln column of docs/pytorch-to-kiln.md's creation, loop and data rows.
+TEST(Idioms, TheTranslationTablesRowsCompile) {
+  manual_seed(0);
+  const Tensor a = arange(0, 10);
+  EXPECT_EQ(a.dtype(), kInt64);
+  const Tensor w = zeros({3}, requires_grad());
+  EXPECT_TRUE(w.requires_grad() && w.is_leaf());
+  EXPECT_EQ(tensor({1.0, 2.0}).dtype(), kFloat32);
+  const Tensor state = get_rng_state();
+  const Tensor r = randn({2, 3}, kFloat64);
+  set_rng_state(state);
+  EXPECT_TRUE(equal(randn({2, 3}, kFloat64), r));
+  const Tensor x = randn({2, 4, 5});
+  EXPECT_TRUE(equal(x.slice(1, 1, 3), x.narrow(1, 1, 2)));
+  EXPECT_EQ(x.select(1, 2).sizes(), (Shape{2, 5}));
+
+  nn::Linear model(5, 3);
+  optim::AdamW opt(model.parameters(), optim::AdamWOptions(1e-3).weight_decay(0.05));
+  optim::CosineAnnealingLR sched(opt, 10);
+  auto loader_data = std::make_shared<data::TensorDataset>(randn({8, 5}), randint(0, 3, {8}));
+  data::DataLoader loader(loader_data, {.batch_size = 4, .shuffle = true});
+  amp::GradScaler scaler({.enabled = false});
+  for (const data::Example& batch : loader) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::autocast region(DeviceType::CPU);
+      loss = cross_entropy(model.forward(batch.data), batch.target);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  sched.step();
+  {
+    NoGradGuard no_grad;
+    const Tensor pred = model.forward(loader_data->get_batch({0, 1, 2}).data).argmax(1);
+    EXPECT_GE(pred.eq(loader_data->get_batch({0, 1, 2}).target).sum().item<std::int64_t>(), 0);
+  }
+  EXPECT_EQ(loader.state_dict().at("batches_yielded").item<std::int64_t>(), 2);
+}
+
 }  // namespace
