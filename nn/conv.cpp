@@ -22,7 +22,11 @@ Conv2d::Conv2d(std::int64_t in, std::int64_t out, Pair k, Conv2dOptions o)
   reset_parameters();
 }
 
-void Conv2d::reset_parameters() {
+namespace {
+
+/// PyTorch's _ConvNd.reset_parameters, for plain and transposed weights alike: fan_in is dim 1
+/// times the receptive field, which for a transposed weight [in, out, kh, kw] is out * kh * kw.
+void reset_conv_parameters(Tensor& weight, Tensor& bias) {
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (bias.defined()) {
     const auto fan_in = init::calculate_fan_in_and_fan_out(weight).first;
@@ -30,6 +34,10 @@ void Conv2d::reset_parameters() {
     init::uniform_(bias, -bound, bound);
   }
 }
+
+}  // namespace
+
+void Conv2d::reset_parameters() { reset_conv_parameters(weight, bias); }
 
 Tensor Conv2d::forward(const Tensor& input) {
   return conv2d(input, weight, bias, options.stride, options.padding, options.dilation, options.groups);
@@ -56,16 +64,7 @@ ConvTranspose2d::ConvTranspose2d(std::int64_t in, std::int64_t out, Pair k, Conv
   reset_parameters();
 }
 
-// PyTorch's _ConvNd.reset_parameters, whose fan_in for a transposed weight [in, out, kh, kw]
-// is out * kh * kw (dim 1 times the receptive field).
-void ConvTranspose2d::reset_parameters() {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
-  if (bias.defined()) {
-    const auto fan_in = init::calculate_fan_in_and_fan_out(weight).first;
-    const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
-    init::uniform_(bias, -bound, bound);
-  }
-}
+void ConvTranspose2d::reset_parameters() { reset_conv_parameters(weight, bias); }
 
 Tensor ConvTranspose2d::forward(const Tensor& input) {
   return conv_transpose2d(input, weight, bias, options.stride, options.padding, options.output_padding,
