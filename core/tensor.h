@@ -231,6 +231,11 @@ class Tensor {
   Tensor amax(IntArrayRef dims = {}, bool keepdim = false) const;
   Tensor amin(IntArrayRef dims = {}, bool keepdim = false) const;
   Tensor argmax(std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false) const;
+  /// Whether every (any) element is nonzero, over all elements or along `dim`: a Bool tensor.
+  Tensor all() const;
+  Tensor all(std::int64_t dim, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor any(std::int64_t dim, bool keepdim = false) const;
   Tensor argmin(std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false) const;
   /// Variance over `dims` (all when empty); `unbiased` divides by N - 1 (Bessel's correction).
   Tensor var(IntArrayRef dims = {}, bool unbiased = true, bool keepdim = false) const;

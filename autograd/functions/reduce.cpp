@@ -206,6 +206,12 @@ Tensor Tensor::amin(IntArrayRef dims, bool keepdim) const { return AmaxFn<false>
 Tensor Tensor::argmax(std::optional<std::int64_t> dim, bool keepdim) const { return ops::argmax(*this, dim, keepdim); }
 Tensor Tensor::argmin(std::optional<std::int64_t> dim, bool keepdim) const { return ops::argmin(*this, dim, keepdim); }
 
+// all/any count the zeros (nonzeros) as Int64 sums: no gradient, any dtype, any device.
+Tensor Tensor::all() const { return (*this == 0).sum() == 0; }
+Tensor Tensor::all(std::int64_t dim, bool keepdim) const { return (*this == 0).sum(dim, keepdim) == 0; }
+Tensor Tensor::any() const { return (*this != 0).sum() > 0; }
+Tensor Tensor::any(std::int64_t dim, bool keepdim) const { return (*this != 0).sum(dim, keepdim) > 0; }
+
 Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim) const {
   KILN_CHECK_TYPE(is_floating_point(), "var(): input dtype should be floating point, but got ",
                   scalar_type_name(dtype()));

@@ -23,7 +23,7 @@ TEST(Sort, AlongAnyDimWithGradients) {
   const Tensor x = randn({3, 4, 5}, dtype(kFloat64).requires_grad(true));
   const auto s = x.sort(1);
   EXPECT_TRUE(equal(s.values, x.gather(1, s.indices)));
-  EXPECT_EQ((s.values.narrow(1, 1, 3) < s.values.narrow(1, 0, 3)).sum().item<std::int64_t>(), 0);
+  EXPECT_TRUE((s.values.narrow(1, 1, 3) >= s.values.narrow(1, 0, 3)).all().item<bool>());
   EXPECT_TRUE(autograd::gradcheck([](const TensorList& in) { return in[0].sort(1, true).values; }, {x}));
   EXPECT_TRUE(autograd::gradcheck([](const TensorList& in) { return in[0].topk(2, -1).values; }, {x}));
   EXPECT_TRUE(autograd::gradcheck([](const TensorList& in) { return in[0].kthvalue(3, 0).values; }, {x}));
@@ -45,4 +45,16 @@ TEST(Reductions, ProdOverSeveralDimsAndStdMean) {
   const auto [v, m2] = var_mean(x, {}, false);
   EXPECT_TRUE(equal(v, x.var({}, false)));
   EXPECT_TRUE(equal(m2, x.mean()));
+}
+
+TEST(Reductions, AllAndAny) {
+  const Tensor x = tensor({{1.0, 0.0, 2.0}, {3.0, 4.0, 5.0}});
+  EXPECT_FALSE(x.all().item<bool>());
+  EXPECT_TRUE(x.any().item<bool>());
+  EXPECT_EQ(values(x.all(1)), (std::vector<double>{0, 1}));
+  EXPECT_EQ(values(x.any(0, true)), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(x.all(1).dtype(), kBool);
+  EXPECT_TRUE(zeros({0}).all().item<bool>());  // vacuous truth, as in PyTorch
+  EXPECT_FALSE(zeros({0}).any().item<bool>());
+  EXPECT_TRUE(tensor({true, true}).all().item<bool>());
 }
