@@ -227,6 +227,8 @@ class Tensor {
   ValuesIndices topk(std::int64_t k, std::int64_t dim = -1, bool largest = true, bool sorted = true) const;
   /// The k-th smallest (1-based) along `dim`.
   ValuesIndices kthvalue(std::int64_t k, std::int64_t dim = -1, bool keepdim = false) const;
+  /// The most frequent value along `dim` (the smallest among ties) and its last index.
+  ValuesIndices mode(std::int64_t dim = -1, bool keepdim = false) const;
   /// Reductions over a list of dims treat an empty list as "all dims", as PyTorch does.
   Tensor amax(IntArrayRef dims = {}, bool keepdim = false) const;
   Tensor amin(IntArrayRef dims = {}, bool keepdim = false) const;
@@ -371,7 +373,7 @@ Tensor& operator*=(Tensor& a, const Scalar& b);
 Tensor& operator/=(Tensor& a, const Tensor& b);
 Tensor& operator/=(Tensor& a, const Scalar& b);
 
-/// What max/min/sort/topk/kthvalue along a dim return (PyTorch's torch.return_types): use
+/// What max/min/sort/topk/kthvalue/mode along a dim return (PyTorch's torch.return_types): use
 /// .values and .indices, or structured bindings (auto [values, indices] = x.max(1)).
 struct ValuesIndices {
   Tensor values;

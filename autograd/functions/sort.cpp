@@ -1,4 +1,4 @@
-// autograd/functions/sort.cpp — sort, topk and kthvalue: the order comes from the index
+// autograd/functions/sort.cpp — sort, topk, kthvalue and mode: the order comes from the index
 // kernel (core/ops/sort.h) and the values are gathered at it, so the gradient flows back to
 // the elements that were picked through gather's backward, with no formula of their own
 // (tinygrad's habit: composites get their gradients for free).
@@ -33,6 +33,18 @@ ValuesIndices Tensor::kthvalue(std::int64_t k, std::int64_t dim, bool keepdim) c
   KILN_CHECK_INDEX(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ", d);
   if (this->dim() == 0) return sort(dim, false);
   Tensor indices = ops::sort_indices(*this, d, false).narrow(d, k - 1, 1);
+  Tensor values = this->gather(d, indices);
+  if (!keepdim) {
+    values = values.squeeze(d);
+    indices = indices.squeeze(d);
+  }
+  return {values, indices};
+}
+
+ValuesIndices Tensor::mode(std::int64_t dim, bool keepdim) const {
+  if (this->dim() == 0) return sort(dim, false);
+  const std::int64_t d = wrap_dim(dim, this->dim());
+  Tensor indices = ops::mode_indices(*this, d);
   Tensor values = this->gather(d, indices);
   if (!keepdim) {
     values = values.squeeze(d);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <vector>
 
 #include "core/creation.h"
 #include "core/shape.h"
@@ -32,7 +33,51 @@ void sort_rows(const Key* keys, std::int64_t rows, std::int64_t n, bool descendi
   }
 }
 
+/// Per row of `n` keys: the position of the row's mode (see mode_indices).
+template <class Key>
+void mode_rows(const Key* keys, std::int64_t rows, std::int64_t n, std::int64_t* out) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const Key* row = keys + r * n;
+    sort_rows(row, 1, n, false, order.data());
+    auto same = [row](std::int64_t a, std::int64_t b) {
+      if constexpr (std::is_floating_point_v<Key>) {
+        if (std::isnan(row[a]) && std::isnan(row[b])) return true;
+      }
+      return row[a] == row[b];
+    };
+    std::int64_t best_count = 0, best = 0;
+    for (std::int64_t start = 0; start < n;) {
+      std::int64_t end = start + 1;
+      while (end < n && same(order[static_cast<std::size_t>(start)], order[static_cast<std::size_t>(end)])) ++end;
+      // Strictly more frequent: the smallest value wins a tie. Its last position (the stable
+      // sort keeps equal values in order) is the index.
+      if (end - start > best_count) {
+        best_count = end - start;
+        best = order[static_cast<std::size_t>(end - 1)];
+      }
+      start = end;
+    }
+    out[r] = best;
+  }
+}
+
 }  // namespace
+
+Tensor mode_indices(const Tensor& x, std::int64_t dim) {
+  if (x.dim() == 0) return zeros({}, TensorOptions().dtype(kInt64).device(x.device()));
+  const std::int64_t d = wrap_dim(dim, x.dim());
+  KILN_CHECK_INDEX(x.size(d) > 0, "mode(): Expected reduction dim ", d, " to have non-zero size.");
+  const DType key_type = x.is_floating_point() ? kFloat64 : kInt64;
+  const Tensor keys = x.detach().to(kCPU, key_type).transpose(d, -1).contiguous();
+  const std::int64_t n = keys.size(-1);
+  Shape out_sizes = keys.sizes().vec();
+  out_sizes.back() = 1;
+  Tensor out = empty(out_sizes, kInt64);
+  if (key_type == kFloat64) mode_rows(keys.data_ptr<double>(), keys.numel() / n, n, out.data_ptr<std::int64_t>());
+  else mode_rows(keys.data_ptr<std::int64_t>(), keys.numel() / n, n, out.data_ptr<std::int64_t>());
+  return out.transpose(d, -1).contiguous().to(x.device());
+}
 
 Tensor sort_indices(const Tensor& x, std::int64_t dim, bool descending) {
   if (x.dim() == 0) return zeros({}, TensorOptions().dtype(kInt64).device(x.device()));

@@ -11,5 +11,9 @@ namespace kiln::ops {
 /// Int64 indices that sort `x` along `dim` (stably; NaN is the largest value, as in PyTorch),
 /// on x's device.
 Tensor sort_indices(const Tensor& x, std::int64_t dim, bool descending);
+/// Int64 indices [..., 1, ...] (size 1 at `dim`) of each slice's mode along `dim`: the most
+/// frequent value, the smallest among equally frequent ones, at its last position (PyTorch's
+/// CPU choice).
+Tensor mode_indices(const Tensor& x, std::int64_t dim);
 
 }  // namespace kiln::ops
