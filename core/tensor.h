@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -38,6 +39,9 @@ namespace kiln {
 
 class Tensor;
 struct ValuesIndices;
+namespace indexing {
+class TensorIndex;
+}  // namespace indexing
 using TensorList = std::vector<Tensor>;
 /// A gradient hook: receives the gradient flowing into a tensor; may return a replacement
 /// (or an undefined Tensor to keep it).
@@ -274,6 +278,8 @@ class Tensor {
                std::optional<std::int64_t> end = std::nullopt, std::int64_t step = 1) const;
   Tensor select(std::int64_t dim, std::int64_t index) const;
   Tensor operator[](std::int64_t index) const { return select(0, index); }
+  /// Python's x[...]: x.index({Slice(), 0}) is x[:, 0]; see core/tensor_index.h.
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
   Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
   Tensor unflatten(std::int64_t dim, IntArrayRef sizes) const;
   TensorList split(std::int64_t split_size, std::int64_t dim = 0) const;
@@ -388,3 +394,5 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 std::string to_string(const Tensor& t);
 
 }  // namespace kiln
+
+#include "core/tensor_index.h"  // Tensor::index's argument type, which holds a Tensor

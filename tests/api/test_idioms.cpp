@@ -152,3 +152,27 @@ TEST(Idioms, TheTranslationTablesRowsCompile) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace kiln::indexing;
+
+// x.index({...}) is Python's x[...]; values checked against what Python prints.
+TEST(Idioms, PythonIndexingWithSliceEllipsisAndNone) {
+  const Tensor x = arange(0, 24).reshape({2, 3, 4});
+  EXPECT_EQ(values(x.index({Slice(), Slice(1, 3), 0})), (std::vector<double>{4, 8, 16, 20}));  // x[:, 1:3, 0]
+  EXPECT_EQ(x.index({0, Ellipsis, None}).sizes(), (Shape{3, 4, 1}));                         // x[0, ..., None]
+  EXPECT_EQ(values(x.index({1, -1, Slice(None, None, 2)})), (std::vector<double>{20, 22}));   // x[1, -1, ::2]
+  EXPECT_EQ(values(x.index({Ellipsis, 3})), (std::vector<double>{3, 7, 11, 15, 19, 23}));     // x[..., 3]
+  EXPECT_EQ(values(x.index({0, tensor({2, 0})})), (std::vector<double>{8, 9, 10, 11, 0, 1, 2, 3}));  // x[0, [2, 0]]
+  EXPECT_EQ(x.index({Slice(-1)}).sizes(), (Shape{1, 3, 4}));                                   // x[-1:]
+  // A view where Python's is one, and differentiable.
+  Tensor y = zeros({2, 3}, dtype(kFloat64).requires_grad(true));
+  (y.index({Slice(), 1}) * 2).sum().backward();
+  EXPECT_EQ(values(y.grad()), (std::vector<double>{0, 2, 0, 0, 2, 0}));
+  EXPECT_ERROR(x.index({0, 0, 0, 0}), "too many indices for tensor of dimension 3");
+  EXPECT_ERROR(x.index({Ellipsis, Ellipsis}), "an index can only have a single ellipsis");
+  EXPECT_ERROR(x.index({x > 3}), "tensors used as indices must be 1-D Int64");
+}
+
+}  // namespace
