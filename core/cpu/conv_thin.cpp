@@ -53,6 +53,7 @@ bool conv2d_weight_gradient_is_thin(const Tensor& input, const Tensor& grad_weig
 // accumulator. Other strides walk the columns one by one.
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                  const Im2ColGeometry& g) {
+  if (grad_weight.is_meta()) return;  // a planned step: no scratch beyond std::vectors
   const std::int64_t N = input.sizes()[0], C = input.sizes()[1], O = grad_weight.sizes()[0];
   const std::int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w, KH = g.kernel_h, KW = g.kernel_w;
   const float* x = input.data_ptr<float>();
@@ -63,8 +64,11 @@ void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_o
   // The gradient row padded to whole chunks; the input padded so that every tap of every
   // padded output column reads inside the buffer.
   const std::int64_t chunks = (OW + kLanes - 1) / kLanes, dy_width = unit_stride ? chunks * kLanes : OW;
-  const std::int64_t in_height = (OH - 1) * g.stride_h + (KH - 1) * g.dilation_h + 1;
-  const std::int64_t in_width = (dy_width - 1) * g.stride_w + (KW - 1) * g.dilation_w + 1;
+  // It must also hold the whole padded image: a stride that does not divide the image leaves
+  // its last rows and columns unread, but pad_plane copies them all (28x28, 3x3, stride 2, no
+  // padding reads 27 of 28 columns).
+  const std::int64_t in_height = std::max((OH - 1) * g.stride_h + (KH - 1) * g.dilation_h + 1, H + g.pad_h);
+  const std::int64_t in_width = std::max((dy_width - 1) * g.stride_w + (KW - 1) * g.dilation_w + 1, W + g.pad_w);
   parallel_for(0, O, 1, [&](std::int64_t o_begin, std::int64_t o_end) {
     std::vector<float> padded_input(static_cast<std::size_t>(C * in_height * in_width));
     std::vector<float> padded_dy(static_cast<std::size_t>(OH * dy_width));

@@ -76,6 +76,8 @@ TEST_F(OneDnnRoute, ConvolutionsOfEveryGeometryMatchTheEigenRoute) {
        {1, 1}, 1, true},
       {"three channels, stride 2, dilation 2 (thin)", {2, 3, 13, 11}, {4, 3, 3, 3}, {2, 2}, {2, 1}, {2, 2}, 1, true},
       {"stride 2, odd size: the right padding is smaller", {2, 3, 9, 7}, {4, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, false},
+      {"stride 2 leaves the last row and column unread (thin)", {2, 1, 28, 28}, {4, 1, 3, 3}, {2, 2}, {0, 0},
+       {1, 1}, 1, true},
       {"stride 3 leaves columns unread (negative right padding)", {2, 3, 8, 8}, {5, 3, 2, 2}, {3, 3}, {0, 0}, {1, 1}, 1, true},
       {"dilation 2, rectangular kernel", {2, 4, 11, 10}, {6, 4, 3, 2}, {1, 1}, {2, 1}, {2, 2}, 1, false},
       {"groups 2", {2, 8, 10, 10}, {6, 4, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2, true},
