@@ -71,6 +71,8 @@ struct CpuAllocatorStats {
   std::int64_t allocated_bytes = 0;       // in use by tensors now
   std::int64_t peak_allocated_bytes = 0;  // high-water mark of allocated_bytes
   std::int64_t cached_bytes = 0;          // freed blocks kept for reuse
+  std::int64_t reserved_bytes = 0;        // allocated + cached: what the allocator holds
+  std::int64_t peak_reserved_bytes = 0;   // high-water mark of reserved_bytes
   std::int64_t allocations = 0;           // every allocate() call
   std::int64_t cache_hits = 0;            // requests served from the cache
   std::int64_t cache_misses = 0;          // requests that needed fresh memory
@@ -80,6 +82,10 @@ struct CpuAllocatorStats {
 CpuAllocatorStats cpu_allocator_stats();
 /// Returns every cached CPU block to the system.
 void cpu_empty_cache();
+/// Restarts the peak figures from the current ones (torch.cuda.reset_peak_memory_stats).
+void cpu_reset_peak_stats();
+/// The bytes a CPU request of `nbytes` occupies: its size class (Note [CPU caching allocator]).
+std::size_t cpu_allocation_size(std::size_t nbytes);
 /// Largest number of bytes the CPU cache may hold (default 1 GiB); lowering it trims now.
 void set_cpu_cache_limit(std::size_t bytes);
 std::size_t cpu_cache_limit();

@@ -15,9 +15,8 @@ namespace {
 /// it with its creation provenance and requires_grad term.
 Tensor new_tensor(IntArrayRef sizes, DType dtype, const TensorOptions& options, SourceSite site,
                   const char* api, MemoryOrigin origin = MemoryOrigin::Allocated) {
-  const std::size_t nbytes = storage_nbytes(sizes, itemsize(dtype));
-  auto storage = Storage::allocate(nbytes, options.device(), options.pinned_memory(),
-                                   {origin, api, site});
+  auto storage = Storage::allocate_for(sizes, dtype, options.device(), options.pinned_memory(),
+                                       {origin, api, site});
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes.vec(),
                                              contiguous_strides(sizes), 0, dtype,
                                              AutogradTerms{options.requires_grad(), nullptr, 0},

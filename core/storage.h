@@ -10,6 +10,8 @@
 #include <memory>
 
 #include "core/allocator.h"
+#include "core/array_ref.h"
+#include "core/dtype.h"
 #include "core/provenance.h"
 
 namespace kiln {
@@ -31,6 +33,10 @@ class Storage {
   /// Fresh memory from the allocator for `device`.
   static std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device, bool pinned,
                                            MemoryProvenance provenance);
+  /// Fresh memory for a contiguous tensor of `sizes` and `dtype` (what a meta-device
+  /// observer is told it stands for).
+  static std::shared_ptr<Storage> allocate_for(IntArrayRef sizes, DType dtype, Device device, bool pinned,
+                                               MemoryProvenance provenance);
 
   void* data() const { return data_.get(); }
   std::size_t nbytes() const { return nbytes_; }

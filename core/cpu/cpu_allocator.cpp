@@ -1,6 +1,7 @@
 // core/cpu/cpu_allocator.cpp — the CPU allocator: 64-byte aligned, with a cache of large
 // blocks. See Note [CPU caching allocator].
 // Read next: core/storage.h; the GPU counterpart is core/cuda/caching_allocator.h.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -83,8 +84,10 @@ class CpuCachingAllocator final : public Allocator {
         ++cache_misses_;
       }
     }
-    if (p == nullptr) p = fresh(size);
+    const bool miss = p == nullptr;
+    if (miss) p = fresh(size);
     note_allocated(size);
+    if (miss) note_reserved();
     return DataPtr(p, size_to_context(size), &release, kCPU);
   }
 
@@ -94,11 +97,20 @@ class CpuCachingAllocator final : public Allocator {
     s.allocated_bytes = allocated_.load(std::memory_order_relaxed);
     s.peak_allocated_bytes = peak_.load(std::memory_order_relaxed);
     s.cached_bytes = cached_bytes_;
+    s.reserved_bytes = s.allocated_bytes + cached_bytes_;
+    s.peak_reserved_bytes = std::max(peak_reserved_, s.reserved_bytes);
     s.allocations = stats_allocations_.load(std::memory_order_relaxed);
     s.cache_hits = cache_hits_;
     s.cache_misses = cache_misses_;
     s.cache_evictions = evictions_;
     return s;
+  }
+
+  void reset_peak_stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto now = allocated_.load(std::memory_order_relaxed);
+    peak_.store(now, std::memory_order_relaxed);
+    peak_reserved_ = now + cached_bytes_;
   }
 
   void empty_cache() {
@@ -144,6 +156,13 @@ class CpuCachingAllocator final : public Allocator {
     auto peak = peak_.load(std::memory_order_relaxed);
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
+  }
+
+  /// Only a fresh block grows allocated + cached (a cache hit moves bytes from one to the
+  /// other; a release the other way; eviction shrinks it).
+  void note_reserved() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_reserved_ = std::max(peak_reserved_, allocated_.load(std::memory_order_relaxed) + cached_bytes_);
   }
 
   static void release(void* ctx, void* data) {
@@ -193,6 +212,7 @@ class CpuCachingAllocator final : public Allocator {
   FreeBlock* newest_ = nullptr;
   FreeBlock* oldest_ = nullptr;
   std::int64_t cached_bytes_ = 0;
+  std::int64_t peak_reserved_ = 0;
   std::int64_t cache_hits_ = 0;
   std::int64_t cache_misses_ = 0;
   std::int64_t evictions_ = 0;
@@ -210,6 +230,8 @@ Allocator* cpu_allocator() { return &CpuCachingAllocator::instance(); }
 
 CpuAllocatorStats cpu_allocator_stats() { return CpuCachingAllocator::instance().stats(); }
 void cpu_empty_cache() { CpuCachingAllocator::instance().empty_cache(); }
+void cpu_reset_peak_stats() { CpuCachingAllocator::instance().reset_peak_stats(); }
+std::size_t cpu_allocation_size(std::size_t nbytes) { return nbytes == 0 ? 0 : size_class(nbytes); }
 void set_cpu_cache_limit(std::size_t bytes) { CpuCachingAllocator::instance().set_limit(bytes); }
 std::size_t cpu_cache_limit() { return CpuCachingAllocator::instance().limit(); }
 

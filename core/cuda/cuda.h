@@ -129,6 +129,8 @@ std::int64_t max_memory_allocated(int device = -1);
 std::int64_t memory_reserved(int device = -1);
 std::int64_t max_memory_reserved(int device = -1);
 void reset_peak_memory_stats(int device = -1);
+/// (free, total) bytes of the device as the driver reports them (torch.cuda.mem_get_info).
+std::pair<std::size_t, std::size_t> mem_get_info(int device = -1);
 /// PyTorch's torch.cuda.memory_summary(), in C++.
 std::string memory_summary(int device = -1);
 /// Returns every wholly free cached segment to the driver (all devices).

@@ -98,6 +98,16 @@ std::int64_t max_memory_reserved(int device) { return memory_stats(device).reser
 void reset_peak_memory_stats(int device) { allocator(device).cache().reset_peak_stats(); }
 std::string memory_summary(int device) { return allocator(device).cache().memory_summary(); }
 
+std::pair<std::size_t, std::size_t> mem_get_info(int device) {
+  if (device < 0) device = current_device();
+  KILN_CHECK(device < device_count(), "CUDA error: invalid device ordinal (device ", device, " requested, ",
+             device_count(), " present)");
+  DeviceGuard guard(device);
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return {free, total};
+}
+
 void empty_cache() {
   std::lock_guard<std::mutex> lock(allocators_mutex);
   for (CudaDeviceAllocator* a : allocators) {

@@ -55,6 +55,7 @@ std::int64_t memory_reserved(int) { not_built(); }
 std::int64_t max_memory_reserved(int) { not_built(); }
 void reset_peak_memory_stats(int) { not_built(); }
 std::string memory_summary(int) { not_built(); }
+std::pair<std::size_t, std::size_t> mem_get_info(int) { not_built(); }
 void empty_cache() {}  // nothing cached, as torch.cuda.empty_cache() before CUDA is initialised
 
 Allocator* host_allocator() { not_built(); }

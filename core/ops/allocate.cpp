@@ -4,8 +4,7 @@
 namespace kiln::ops {
 
 Tensor empty_output(IntArrayRef sizes, DType dtype, Device device, const char* op) {
-  const std::size_t nbytes = storage_nbytes(sizes, itemsize(dtype));
-  auto storage = Storage::allocate(nbytes, device, false, {MemoryOrigin::Allocated, op, {}});
+  auto storage = Storage::allocate_for(sizes, dtype, device, false, {MemoryOrigin::Allocated, op, {}});
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes.vec(),
                                              contiguous_strides(sizes), 0, dtype, AutogradTerms{},
                                              Provenance{TensorOrigin::OpOutput, op, {}}));
