@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.h"
 #include "core/backends.h"
 #include "core/error.h"
+#include "core/meta_allocations.h"
 #include "core/warning.h"
 
 namespace kiln::amp {
@@ -34,7 +35,11 @@ struct ThreadState {
 
 thread_local ThreadState state;
 
-std::size_t slot(DeviceType type) { return static_cast<std::size_t>(type); }
+/// Meta tensors follow the region of the device type they stand for while a step is planned
+/// (core/meta_allocations.h), so the plan casts what the real step would.
+std::size_t slot(DeviceType type) {
+  return static_cast<std::size_t>(type == DeviceType::Meta ? meta_stands_for() : type);
+}
 
 bool is_lower(DType t) { return t == kFloat16 || t == kBFloat16; }
 

@@ -99,8 +99,8 @@ void gemm_split(T* c, const T* a, Layout la, const T* b, Layout lb, std::int64_t
 Tensor mappable(const Tensor& t, DType dtype) {
   const auto M = t.sizes()[1], K = t.sizes()[2];
   if (t.dtype() == dtype && layout_of(M, K, t.strides()[1], t.strides()[2])) return t;
-  Tensor packed = ops::empty_output(t.sizes(), dtype, kCPU, "bmm_cpu");
-  copy_kernel(packed, t);
+  Tensor packed = ops::empty_output(t.sizes(), dtype, t.device(), "bmm_cpu");
+  if (!t.is_meta()) copy_kernel(packed, t);
   return packed;
 }
 
@@ -134,13 +134,19 @@ void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
   static const bool eigen_single_threaded = (Eigen::setNbThreads(1), true);
   (void)eigen_single_threaded;
   dispatch_dtype<GemmTypes>(out.dtype(), "addmm_impl_cpu_", [&]<typename T>() {
+    // On the meta device (a planned step) only the scratch copies are made.
+    const bool dry = out.is_meta();
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      bmm_native<T>(out, mappable(a, out.dtype()), mappable(b, out.dtype()));
+      const Tensor ma = mappable(a, out.dtype()), mb = mappable(b, out.dtype());
+      if (!dry) bmm_native<T>(out, ma, mb);
     } else {
       // Half types: widen to float once, multiply in float, round once.
-      Tensor out_f = ops::empty_output(out.sizes(), kFloat32, kCPU, "bmm_cpu");
-      bmm_native<float>(out_f, mappable(a, kFloat32), mappable(b, kFloat32));
-      copy_kernel(out, out_f);
+      Tensor out_f = ops::empty_output(out.sizes(), kFloat32, out.device(), "bmm_cpu");
+      const Tensor ma = mappable(a, kFloat32), mb = mappable(b, kFloat32);
+      if (!dry) {
+        bmm_native<float>(out_f, ma, mb);
+        copy_kernel(out, out_f);
+      }
     }
   });
 }

@@ -113,16 +113,16 @@ void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor&
                            std::int64_t groups) {
   const auto p = prepared(Pass::Forward, input.dtype(), input.sizes(), weight.sizes(), g, groups);
   if (!p) return cpu::conv2d_forward_kernel(out, input, weight, g, groups);
-  p->run({{DNNL_ARG_SRC, input.raw_data_ptr()}, {DNNL_ARG_WEIGHTS, weight.raw_data_ptr()},
-          {DNNL_ARG_DST, out.raw_data_ptr()}});
+  p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
+          {DNNL_ARG_DST, address_of(out)}});
 }
 
 void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                                   const Im2ColGeometry& g, std::int64_t groups) {
   const auto p = prepared(Pass::BackwardData, grad_input.dtype(), grad_input.sizes(), weight.sizes(), g, groups);
   if (!p) return cpu::conv2d_backward_input_kernel(grad_input, grad_output, weight, g, groups);
-  p->run({{DNNL_ARG_DIFF_DST, grad_output.raw_data_ptr()}, {DNNL_ARG_WEIGHTS, weight.raw_data_ptr()},
-          {DNNL_ARG_DIFF_SRC, grad_input.raw_data_ptr()}});
+  p->run({{DNNL_ARG_DIFF_DST, address_of(grad_output)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
+          {DNNL_ARG_DIFF_SRC, address_of(grad_input)}});
 }
 
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
@@ -132,8 +132,8 @@ void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad
   }
   const auto p = prepared(Pass::BackwardWeights, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups);
   if (!p) return cpu::conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
-  p->run({{DNNL_ARG_SRC, input.raw_data_ptr()}, {DNNL_ARG_DIFF_DST, grad_output.raw_data_ptr()},
-          {DNNL_ARG_DIFF_WEIGHTS, grad_weight.raw_data_ptr()}});
+  p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
+          {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}});
 }
 
 }  // namespace kiln::onednn

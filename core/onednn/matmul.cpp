@@ -52,8 +52,8 @@ bool run_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   extend_key(key, used, {oa.sizes[0], ob.sizes[0]});
   const auto prepared = cached(key, [&] { return build(oa, ob, out); });
   if (!prepared) return false;
-  prepared->run({{DNNL_ARG_SRC, a.raw_data_ptr()}, {DNNL_ARG_WEIGHTS, b.raw_data_ptr()},
-                 {DNNL_ARG_DST, out.raw_data_ptr()}});
+  prepared->run({{DNNL_ARG_SRC, address_of(a)}, {DNNL_ARG_WEIGHTS, address_of(b)},
+                 {DNNL_ARG_DST, address_of(out)}});
   return true;
 }
 

@@ -2,6 +2,7 @@
 // (see runtime.h), and the backends:: queries about oneDNN (core/backends.h).
 #include "core/onednn/runtime.h"
 
+#include <algorithm>
 #include <atomic>
 #include <list>
 #include <mutex>
@@ -84,9 +85,10 @@ PrimitiveCache& cache() {
   return instance;
 }
 
-/// A byte buffer from Kiln's CPU cache, for a scratchpad or an argument in its wanted layout.
-Tensor scratch(std::size_t bytes) {
-  return ops::empty_output({static_cast<std::int64_t>(bytes)}, DType::UInt8, kCPU, "onednn");
+/// A byte buffer from Kiln's CPU cache, for a scratchpad or an argument in its wanted layout
+/// (on the meta device in a dry run).
+Tensor scratch(std::size_t bytes, Device device) {
+  return ops::empty_output({static_cast<std::int64_t>(bytes)}, DType::UInt8, device, "onednn");
 }
 
 }  // namespace
@@ -155,7 +157,11 @@ void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) const 
   }
 }
 
+void* address_of(const Tensor& t) { return t.is_meta() ? nullptr : t.raw_data_ptr(); }
+
 void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) const {
+  const bool dry = std::any_of(pointers.begin(), pointers.end(), [](const auto& p) { return p.second == nullptr; });
+  if (dry) return plan_buffers();
   dnnl::stream& s = stream();
   std::vector<Tensor> buffers;  // keeps the wanted-layout copies and scratchpads alive to the end
   auto pointer_of = [&](int id) -> void* {
@@ -166,7 +172,7 @@ void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) co
   };
   auto with_scratchpad = [&](std::size_t bytes, std::unordered_map<int, dnnl::memory> a) {
     if (bytes > 0) {
-      buffers.push_back(scratch(bytes));
+      buffers.push_back(scratch(bytes, kCPU));
       a[DNNL_ARG_SCRATCHPAD] = dnnl::memory({{static_cast<dnnl::memory::dim>(bytes)},
                                               dnnl::memory::data_type::u8, dnnl::memory::format_tag::x},
                                              engine(), buffers.back().raw_data_ptr());
@@ -182,7 +188,7 @@ void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) co
       args[a.id] = plain;
       continue;
     }
-    buffers.push_back(scratch(a.wanted.get_size()));
+    buffers.push_back(scratch(a.wanted.get_size(), kCPU));
     dnnl::memory wanted(a.wanted, engine(), buffers.back().raw_data_ptr());
     args[a.id] = wanted;
     if (a.is_output) {
@@ -198,6 +204,23 @@ void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) co
         s, with_scratchpad(reorders_[i]->scratchpad_bytes, {{DNNL_ARG_FROM, args[arguments_[i].id]}, {DNNL_ARG_TO, plain}}));
   }
   s.wait();
+}
+
+// The same buffers as execute(), made and released in the same order, on the meta device.
+void Prepared::plan_buffers() const {
+  std::vector<Tensor> buffers;
+  auto scratchpad = [&](std::size_t bytes) {
+    if (bytes > 0) buffers.push_back(scratch(bytes, kMeta));
+  };
+  for (std::size_t i = 0; i < arguments_.size(); ++i) {
+    if (!reorders_[i]) continue;
+    buffers.push_back(scratch(arguments_[i].wanted.get_size(), kMeta));
+    if (!arguments_[i].is_output) scratchpad(reorders_[i]->scratchpad_bytes);
+  }
+  scratchpad(scratchpad_bytes_);
+  for (std::size_t i = 0; i < arguments_.size(); ++i) {
+    if (reorders_[i] && arguments_[i].is_output) scratchpad(reorders_[i]->scratchpad_bytes);
+  }
 }
 
 Key make_key(std::initializer_list<std::int64_t> values) {

@@ -52,6 +52,10 @@ dnnl::memory::desc plain_desc(const Tensor& t);
 /// the CPU cache), which also makes one primitive safe to run from two threads at once.
 dnnl::primitive_attr attributes();
 
+/// The tensor's data, or null for a meta tensor (a planned step: Prepared::run allocates the
+/// scratch memory it would use and computes nothing).
+void* address_of(const Tensor& t);
+
 /// One argument of a primitive: where Kiln keeps it (plain) and where the primitive wants it.
 struct Argument {
   int id;                       // DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, ...
@@ -67,11 +71,14 @@ class Prepared {
   Prepared(dnnl::primitive primitive, const dnnl::primitive_desc_base& pd, std::vector<Argument> arguments);
 
   /// Runs it on the data at `pointers` (each argument's id with the plain data's address); a
-  /// oneDNN failure becomes a kiln::Error.
+  /// oneDNN failure becomes a kiln::Error. Null addresses (meta tensors, address_of) make a
+  /// dry run: the layout buffers and scratchpads are allocated on the meta device in the same
+  /// order and freed the same way, and nothing executes (Note [Planning on the meta device]).
   void run(std::initializer_list<std::pair<int, void*>> pointers) const;
 
  private:
   void execute(std::initializer_list<std::pair<int, void*>> pointers) const;
+  void plan_buffers() const;
 
   struct Reorder {
     dnnl::reorder primitive;

@@ -2,6 +2,7 @@
 #include "core/ops/conv.h"
 
 #include "core/backends.h"
+#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
 #include "core/ops/copy.h"
@@ -94,8 +95,9 @@ Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t ba
 }
 
 bool conv2d_uses_convolution_kernels(Device device) {
-  return has_data(device) && backends::op_kernels_enabled(device.type(), backends::OpFamily::Convolution) &&
-         kernels_for(device.type()).conv2d.forward != nullptr;
+  const DeviceType type = route_device_type(device);
+  return type != DeviceType::Meta && backends::op_kernels_enabled(type, backends::OpFamily::Convolution) &&
+         kernels_for(type).conv2d.forward != nullptr;
 }
 
 Tensor convolution(const Tensor& input, const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups) {
@@ -105,8 +107,8 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Im2ColGeomet
                   ") and weight type (", scalar_type_name(weight.dtype()), ") should be the same");
   Tensor out = empty_output({input.sizes()[0], weight.sizes()[0], g.out_h, g.out_w}, input.dtype(), input.device(),
                             "convolution");
-  if (!has_data(input.device()) || out.numel() == 0) return out;
-  require_kernel(kernels_for(input.device().type()).conv2d.forward, "convolution", input.device())(
+  if ((!has_data(input.device()) && !plans_cpu_kernels(input.device())) || out.numel() == 0) return out;
+  require_kernel(kernels_for(route_device_type(input.device())).conv2d.forward, "convolution", input.device())(
       out, contiguous(input), contiguous(weight), g, groups);
   return out;
 }
@@ -119,7 +121,9 @@ template <class Kernel>
 Tensor convolution_adjoint(Kernel kernel, const Tensor& grad_output, const Tensor& other, IntArrayRef result_sizes,
                            const Im2ColGeometry& g, std::int64_t groups) {
   Tensor result = empty_output(result_sizes, grad_output.dtype(), grad_output.device(), "convolution_backward");
-  if (!has_data(grad_output.device()) || result.numel() == 0) return result;
+  if ((!has_data(grad_output.device()) && !plans_cpu_kernels(grad_output.device())) || result.numel() == 0) {
+    return result;
+  }
   if (grad_output.numel() == 0 || other.numel() == 0) {
     fill_data(result, 0);
     return result;
@@ -133,19 +137,20 @@ Tensor convolution_adjoint(Kernel kernel, const Tensor& grad_output, const Tenso
 
 Tensor convolution_backward_input(const Tensor& grad_output, const Tensor& weight, IntArrayRef input_sizes,
                                   const Im2ColGeometry& g, std::int64_t groups) {
-  return convolution_adjoint(kernels_for(grad_output.device().type()).conv2d.backward_input, grad_output, weight,
+  return convolution_adjoint(kernels_for(route_device_type(grad_output.device())).conv2d.backward_input, grad_output, weight,
                              input_sizes, g, groups);
 }
 
 Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, IntArrayRef weight_sizes,
                                    const Im2ColGeometry& g, std::int64_t groups) {
-  return convolution_adjoint(kernels_for(grad_output.device().type()).conv2d.backward_weight, grad_output, input,
+  return convolution_adjoint(kernels_for(route_device_type(grad_output.device())).conv2d.backward_weight, grad_output, input,
                              weight_sizes, g, groups);
 }
 
 bool pool2d_uses_kernels(Device device, const Im2ColGeometry& g) {
-  return has_data(device) && backends::op_kernels_enabled(device.type(), backends::OpFamily::Pooling) &&
-         kernels_for(device.type()).pool2d.forward != nullptr && g.dilation_h == 1 && g.dilation_w == 1;
+  const DeviceType type = route_device_type(device);
+  return type != DeviceType::Meta && backends::op_kernels_enabled(type, backends::OpFamily::Pooling) &&
+         kernels_for(type).pool2d.forward != nullptr && g.dilation_h == 1 && g.dilation_w == 1;
 }
 
 Tensor pool2d(const Tensor& x, const Im2ColGeometry& g, PoolMode mode) {

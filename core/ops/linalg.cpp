@@ -2,6 +2,7 @@
 #include "core/ops/linalg.h"
 
 #include "core/kernels.h"
+#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
 #include "core/ops/view.h"
@@ -29,8 +30,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
              a.sizes()[0], ", ", a.sizes()[2], "] but got: [", b.sizes()[0], ", ", b.sizes()[1], "].");
   check_same_dtype(a, b);
   Tensor out = empty_output({a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype(), device, "bmm");
-  if (!has_data(device) || out.numel() == 0) return out;
-  require_kernel(kernels_for(device.type()).bmm, "bmm", device)(out, a, b);
+  if ((!has_data(device) && !plans_cpu_kernels(device)) || out.numel() == 0) return out;
+  require_kernel(kernels_for(route_device_type(device)).bmm, "bmm", device)(out, a, b);
   return out;
 }
 

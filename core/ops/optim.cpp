@@ -1,6 +1,7 @@
 // core/ops/optim.cpp — raw fused optimizer updates.
 #include "core/ops/optim.h"
 
+#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
 #include "core/ops/copy.h"
@@ -13,7 +14,8 @@ bool can_fuse_adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tens
       return false;
     }
   }
-  return p.is_contiguous() && has_data(p.device()) && kernels_for(p.device().type()).adam != nullptr;
+  const DeviceType type = route_device_type(p.device());
+  return p.is_contiguous() && type != DeviceType::Meta && kernels_for(type).adam != nullptr;
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -22,7 +24,9 @@ void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, 
              "adam_step_: param, grad and state must be contiguous with one device, dtype and shape");
   KILN_CHECK(!step.amsgrad || (max_exp_avg_sq.defined() && max_exp_avg_sq.sizes() == param.sizes()),
              "adam_step_: amsgrad needs max_exp_avg_sq");
-  kernels_for(param.device().type()).adam(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step);
+  if (has_data(param.device())) {
+    kernels_for(param.device().type()).adam(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step);
+  }
   for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq, &max_exp_avg_sq}) {
     if (t->defined()) t->impl()->storage()->bump_version();
   }

@@ -1,6 +1,7 @@
 // core/ops/random.cpp — raw random fills.
 #include "core/ops/random.h"
 
+#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/copy.h"
 
@@ -29,7 +30,14 @@ void random_data(const Tensor& self, RandomKind kind, double a, double b) {
       KILN_CHECK(a >= 0.0 && a <= 1.0, "bernoulli_ expects p to be in [0, 1], but got p=", a);
       break;
   }
-  if (!has_data(self.device()) || self.numel() == 0) return;
+  if (self.numel() == 0) return;
+  if (!has_data(self.device())) {
+    // A planned step: the staging buffer a strided fill draws into is memory too.
+    if (is_planned(self.device()) && !self.is_contiguous()) {
+      const Tensor staged = empty_output(self.sizes(), self.dtype(), self.device(), "random_");
+    }
+    return;
+  }
   const auto kernel = require_kernel(kernels_for(self.device().type()).random, "random_", self.device());
   if (self.is_contiguous()) {
     kernel(self, kind, a, b);
