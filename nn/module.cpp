@@ -278,6 +278,33 @@ Module& Module::to(Device device, DType dtype) {
   return *this;
 }
 
+void Module::swap_tensors(StateDict& tensors) {
+  std::vector<std::pair<Tensor*, Tensor*>> pairs;  // checked whole before anything moves
+  std::size_t found = 0;
+  std::function<void(Module&, const std::string&)> walk = [&](Module& m, const std::string& prefix) {
+    for (auto* slots : {&m.parameters_, &m.buffers_}) {
+      for (Slot& s : *slots) {
+        const std::string name = prefix + s.name;
+        if (!tensors.contains(name)) continue;
+        Tensor& replacement = tensors[name];
+        KILN_CHECK(!s.tensor->defined() || replacement.sizes() == s.tensor->sizes(), "swap_tensors: '", name,
+                   "' has shape ", s.tensor->sizes(), " but the replacement has shape ", replacement.sizes());
+        pairs.emplace_back(s.tensor.get(), &replacement);
+        ++found;
+      }
+    }
+    for (const auto& [name, child] : m.children_) walk(*child, prefix + name + ".");
+  };
+  walk(*this, "");
+  if (found != tensors.size()) {
+    for (const auto& [name, t] : tensors) {
+      const bool known = std::any_of(pairs.begin(), pairs.end(), [&](const auto& p) { return p.second == &tensors[name]; });
+      KILN_CHECK(known, "swap_tensors: ", type_name_, " has no parameter or buffer '", name, "'");
+    }
+  }
+  for (auto& [own, given] : pairs) std::swap(*own, *given);
+}
+
 StateDict Module::state_dict() const {
   StateDict dict;
   std::function<void(const Module&, const std::string&)> walk = [&](const Module& m, const std::string& prefix) {

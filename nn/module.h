@@ -135,6 +135,13 @@ class Module {
   Module& to(DType dtype);
   Module& to(Device device, DType dtype);
 
+  /// Exchanges each parameter and buffer named in `tensors` (dotted names, same shapes) with
+  /// the tensor there: the module now computes with the given tensors, and `tensors` holds
+  /// the module's own. Calling it again with the same dict swaps them back. This is how
+  /// kiln::memory::plan runs a model on meta twins of its weights without touching them
+  /// (PyTorch's torch.func.functional_call does the same for one call).
+  void swap_tensors(StateDict& tensors);
+
   /// Parameters and persistent buffers by dotted name.
   StateDict state_dict() const;
   /// Copies values from `dict` into this module's tensors (keeping their identity). With
