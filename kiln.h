@@ -40,3 +40,4 @@
 #include "data/data.h"
 #include "amp/amp.h"
 #include "checkpoint/checkpoint_dir.h"
+#include "memory/plan.h"
