@@ -53,7 +53,8 @@ void warn_if_cpu_autocast_is_not_faster(DType dtype) {
   message << "CPU autocast to " << scalar_type_name(dtype) << ": this CPU has no native " << scalar_type_name(dtype)
           << " kernels (oneDNN instruction set: " << isa
           << "; BFloat16 needs AVX512_BF16 or AMX), so convolutions and matrix products widen to Float32 and round "
-             "back: autocast saves activation memory here, not time";
+             "back: autocast saves activation memory here, not time (and the widened copies can raise the "
+             "step's peak; --plan / kiln::memory::plan shows it)";
   warn_once("cpu_autocast_not_faster", message.str());
 }
 

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     manual_seed(config.seed);
     examples::Cnn fp32_model;
     const examples::TrainResult full = examples::train_fashion_mnist(fp32_model, config, input);
+    if (config.plan) return 0;  // both steps planned (the memory autocast saves), neither run
 
     std::printf("\n%-22s %12s %14s %12s\n", "run", "accuracy", "samples/s", "s/epoch");
     std::printf("%-22s %11.2f%% %14.0f %12.2f\n", (std::string("autocast ") + low).c_str(),

@@ -24,6 +24,11 @@ Outcome run_case(const FailureCase& c) {
     std::cout << "Needs a GPU, and none is available here: skipped.\n\nWhy it fails:\n" << c.cause << "\n\n";
     return Outcome::Skipped;
   }
+  if (c.predict) {
+    std::cout << "-- predict (nothing runs: kiln::memory::plan on the meta device) --\n";
+    const bool predicted = c.predict(std::cout);
+    std::cout << (predicted ? "predicted: this will fail\n\n" : "!! the plan did not predict the failure\n\n");
+  }
   std::cout << "-- reproduce --\n";
   const std::optional<std::string> seen = c.reproduce(std::cout);
   const bool reproduced = seen && seen->find(c.expected) != std::string::npos;

@@ -68,7 +68,7 @@ run_example() {  # name, seconds, arguments...
     return
   fi
   if timeout "$limit" "build-gpu/examples/$name" "$@" >"$out/$name.log" 2>&1; then
-    echo "- \`$name $*\`: $(grep -E 'final|accuracy|scale|bandwidth|GB/s|overlap|speed' "$out/$name.log" | tail -4 | tr '\n' ';')" >>"$report"
+    echo "- \`$name $*\`: $(grep -E 'final|accuracy|scale|bandwidth|GB/s|overlap|speed|Peak (allocated|reserved)|batch-size auto' "$out/$name.log" | tail -4 | tr '\n' ';')" >>"$report"
   else
     echo "- \`$name $*\`: **failed** (exit $?): $(tail -3 "$out/$name.log" | tr '\n' ' ')" >>"$report"
   fi
@@ -78,6 +78,16 @@ run_example train_cnn 150 --device cuda --epochs 2 --batch-size 128
 run_example amp_train 150 --device cuda --epochs 1 --batch-size 512
 run_example fgsm 120 --device cuda --epochs 1 --png "$out/fgsm.png"
 run_example pinned_pipeline 120 --device cuda --epochs 1
+
+section "Memory plan against cuda::memory_stats (kiln::memory::plan)"
+if timeout 120 build-gpu/tests/kiln_memory_tests --gtest_filter='MemoryPlanOnGpu.*' >"$out/memory_plan.log" 2>&1; then
+  echo "- planned peak = measured peak (MemoryPlanOnGpu): passed" >>"$report"
+else
+  { echo "- MemoryPlanOnGpu **failed**:"; echo '```'; grep -vE '^\|' "$out/memory_plan.log" | tail -30; echo '```'; } >>"$report"
+fi
+run_example train_cnn 60 --device cuda --plan
+# The largest batch the plan says fits must then run without running out of memory.
+run_example train_cnn 180 --device cuda --batch-size auto --epochs 1
 
 section "Benchmarks (tests/bench/cuda)"
 if [ -x build-gpu/tests/bench/bench_cuda ]; then

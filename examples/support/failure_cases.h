@@ -35,6 +35,9 @@ struct FailureCase {
   std::function<std::optional<std::string>(std::ostream&)> reproduce;
   /// Runs the fix; true when it works.
   std::function<bool(std::ostream&)> fix;
+  /// Where the failure can be seen coming: predicts it without running it (true when the
+  /// prediction says it will fail). Empty for cases that cannot be predicted.
+  std::function<bool(std::ostream&)> predict{};
 };
 
 namespace failure_detail {
@@ -118,14 +121,12 @@ inline std::int64_t metric_growth(int steps, bool no_grad) {
   return cpu_allocator_stats().allocated_bytes - before;
 }
 
-/// Tensors created in a loop on a 64 MiB fake device: a temporary and a kept result each
-/// iteration, then half the results dropped. Returns the OOM message of the next large request.
-inline std::optional<std::string> fragment_until_oom(CachingAllocator& cache, std::ostream& out, bool reuse) {
+/// The fragmenting loop: a temporary and a kept result each iteration (`device_tensor(numel)`
+/// makes each), then half the results dropped; returns with the kept ones dropped too.
+/// `large_request` is then called for the 8 MiB request that no hole fits.
+template <class MakeTensor, class LargeRequest>
+void fragmenting_loop(const MakeTensor& device_tensor, bool reuse, const LargeRequest& large_request) {
   constexpr std::size_t MiB = 1 << 20;
-  auto device_tensor = [&cache](std::int64_t numel) {
-    auto* p = static_cast<float*>(cache.allocate(static_cast<std::size_t>(numel) * sizeof(float)));
-    return from_blob(p, {numel}, [&cache](void* q) { cache.free(q); });
-  };
   const auto chunk = static_cast<std::int64_t>(3 * MiB / 2 / sizeof(float));  // 1.5 MiB
   std::vector<Tensor> kept;
   Tensor scratch = reuse ? device_tensor(chunk) : Tensor();
@@ -141,9 +142,31 @@ inline std::optional<std::string> fragment_until_oom(CachingAllocator& cache, st
     for (std::size_t i = 0; i < kept.size(); i += 2) kept[i] = Tensor();
   }
   scratch = Tensor();
-  auto message = error_of([&] { device_tensor(static_cast<std::int64_t>(8 * MiB / sizeof(float))); });
+  large_request(static_cast<std::int64_t>(8 * MiB / sizeof(float)));
+}
+
+/// The loop on a 64 MiB fake device. Returns the OOM message of the large request.
+inline std::optional<std::string> fragment_until_oom(CachingAllocator& cache, std::ostream& out, bool reuse) {
+  auto device_tensor = [&cache](std::int64_t numel) {
+    auto* p = static_cast<float*>(cache.allocate(static_cast<std::size_t>(numel) * sizeof(float)));
+    return from_blob(p, {numel}, [&cache](void* q) { cache.free(q); });
+  };
+  std::optional<std::string> message;
+  fragmenting_loop(device_tensor, reuse, [&](std::int64_t numel) { message = error_of([&] { device_tensor(numel); }); });
   if (message) out << cache.memory_summary();
   return message;
+}
+
+/// The same loop on the meta device, planned for a 64 MiB GPU (kiln::memory::plan): the
+/// caching allocator's replay runs out where the real loop will, before anything exists.
+inline memory::MemoryPlan plan_fragmenting_loop(bool reuse) {
+  return memory::plan(
+      [&](memory::PhaseMarker& marker) {
+        marker.enter(memory::Phase::Forward, 1);
+        auto meta_tensor = [](std::int64_t numel) { return empty({numel}, kMeta); };
+        fragmenting_loop(meta_tensor, reuse, [&](std::int64_t numel) { const Tensor big = meta_tensor(numel); });
+      },
+      {.device = Device("cuda:0"), .capacity = 64 << 20});
 }
 
 
@@ -432,7 +455,13 @@ inline std::vector<FailureCase> failure_cases() {
                      cache.empty_cache();
                      out << "one reused scratch buffer: the 8 MiB request fits; reserved "
                          << format_memory_size(cache.stats().reserved_bytes.current) << " after empty_cache()\n";
-                     return ok;
+                     return ok && plan_fragmenting_loop(true).fits();
+                   },
+                   [](std::ostream& out) {
+                     // The loop run on the meta device, planned for the same 64 MiB GPU.
+                     const memory::MemoryPlan plan = plan_fragmenting_loop(false);
+                     out << plan.summary();
+                     return !plan.fits();
                    }});
 
   cases.push_back({"batchnorm-batch1", "BatchNorm in training mode with a batch of one",

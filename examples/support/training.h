@@ -163,7 +163,8 @@ inline std::pair<double, double> evaluate(nn::Module& model, data::DataLoader& l
 
 struct TrainConfig {
   std::int64_t epochs = 10;
-  std::int64_t batch_size = 128;
+  std::int64_t batch_size = 128;  // 0: auto, the largest whose step fits (memory::max_batch)
+  bool plan = false;              // print the step's memory plan and exit without training
   double lr = 1e-3;
   std::string optimizer = "adam";
   std::uint64_t seed = 0;
@@ -188,7 +189,9 @@ struct TrainConfig {
 
 inline void add_common_flags(Flags& f, const TrainConfig& defaults) {
   f.add("epochs", std::to_string(defaults.epochs), "passes over the training set");
-  f.add("batch-size", std::to_string(defaults.batch_size), "samples per step");
+  f.add("batch-size", std::to_string(defaults.batch_size),
+        "samples per step, or auto: the largest batch whose planned step fits the device's free memory");
+  f.add_switch("plan", "print the memory plan of one training step (kiln::memory::plan) and exit");
   f.add("lr", std::to_string(defaults.lr), "learning rate (peak of the cosine schedule)");
   f.add("optimizer", defaults.optimizer, "adam, adamw or sgd (momentum 0.9)");
   f.add("seed", std::to_string(defaults.seed), "seed for initialisation and shuffling");
@@ -210,7 +213,9 @@ inline void add_common_flags(Flags& f, const TrainConfig& defaults) {
 inline TrainConfig config_from(const Flags& f) {
   TrainConfig c;
   c.epochs = f.integer("epochs");
-  c.batch_size = f.integer("batch-size");
+  c.batch_size = f.str("batch-size") == "auto" ? 0 : f.integer("batch-size");
+  if (c.batch_size < 0) throw std::invalid_argument("--batch-size must be positive or auto");
+  c.plan = f.on("plan");
   c.lr = f.num("lr");
   c.optimizer = f.str("optimizer");
   c.seed = static_cast<std::uint64_t>(f.integer("seed"));
@@ -292,6 +297,46 @@ struct LoopPosition {
   }
 };
 
+/// --batch-size auto and --plan: picks the largest batch whose planned step fits (setting
+/// `batch_size`), and with --plan prints the plan of a step at that batch. Returns a result
+/// when the program should stop there (--plan), nothing when it should train.
+inline std::optional<TrainResult> plan_memory(nn::Module& model, const data::Dataset& train, const TrainConfig& c,
+                                              const std::function<Tensor(const Tensor&)>& input,
+                                              std::int64_t& batch_size) {
+  // The shapes the model sees: one example's, batched and passed through `input` on the
+  // meta device (no data).
+  const data::Example example = train.get(0);
+  auto input_spec = [&](std::int64_t batch) {
+    std::vector<std::int64_t> sizes{batch};
+    for (std::int64_t s : example.data.sizes()) sizes.push_back(s);
+    const Tensor x = input(empty(sizes, TensorOptions().dtype(example.data.dtype()).device(kMeta)));
+    return memory::TensorSpec{std::vector<std::int64_t>(x.sizes().begin(), x.sizes().end()), x.dtype()};
+  };
+  auto target_spec = [&](std::int64_t batch) { return memory::TensorSpec{{batch}, example.target.dtype()}; };
+  const memory::OptimizerFactory optimizer = [&](const TensorList& p) { return make_optimizer(c, p); };
+  const memory::PlanOptions options{.device = c.device, .mixed_precision = c.mixed_precision};
+  if (batch_size == 0) {
+    const memory::BatchSearch found = memory::max_batch(model, input_spec(1), target_spec(1), optimizer, options, 0,
+                                                        static_cast<std::int64_t>(train.size()));
+    if (found.batch == 0) {
+      throw std::runtime_error("--batch-size auto: not even a batch of 1 fits in " + format_memory_size(found.budget) +
+                               " on " + c.device.str() + "\n" + found.plan.summary());
+    }
+    batch_size = found.batch;
+    std::printf("--batch-size auto: %lld, the largest batch whose planned step fits in %s on %s (peak reserved %s; "
+                "%d plans)\n",
+                static_cast<long long>(batch_size), format_memory_size(found.budget).c_str(), c.device.str().c_str(),
+                format_memory_size(found.plan.peak_reserved).c_str(), found.plans);
+  }
+  if (!c.plan) return std::nullopt;
+  std::printf("%s", memory::plan(model, input_spec(batch_size), target_spec(batch_size), optimizer, options)
+                        .summary()
+                        .c_str());
+  std::printf("batch %lld, %s, %s%s: planned, not run (--plan)\n", static_cast<long long>(batch_size),
+              c.optimizer.c_str(), c.device.str().c_str(), c.mixed_precision ? ", autocast" : "");
+  return TrainResult{};
+}
+
 /// Trains `model` with cross-entropy and a cosine schedule, evaluating on `test_set` after
 /// every epoch. Examples are (image batch, class index); `input` turns a batch of images into
 /// what the model takes. With c.checkpoint_dir it writes training checkpoints, and with
@@ -305,7 +350,11 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
     for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;
     train = std::make_shared<data::Subset>(train_set, first);
   }
-  data::DataLoader train_loader(train, {.batch_size = static_cast<std::size_t>(c.batch_size), .shuffle = true,
+  std::int64_t batch_size = c.batch_size;
+  if (batch_size == 0 || c.plan) {
+    if (const auto planned = plan_memory(model, *train, c, input, batch_size); planned) return *planned;
+  }
+  data::DataLoader train_loader(train, {.batch_size = static_cast<std::size_t>(batch_size), .shuffle = true,
                                         .seed = c.seed, .num_workers = c.workers, .pin_memory = c.device.is_cuda()});
   data::DataLoader test_loader(test_set, {.batch_size = 1000, .num_workers = c.workers});
   model.to(c.device);
@@ -359,7 +408,7 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
   }
   std::printf("%s\n%lld parameters, %zu training samples, batch %lld, %s lr %g, %lld epochs on %s\n",
               model.repr().c_str(), static_cast<long long>(model.num_parameters()), train->size(),
-              static_cast<long long>(c.batch_size), c.optimizer.c_str(), c.lr, static_cast<long long>(c.epochs),
+              static_cast<long long>(batch_size), c.optimizer.c_str(), c.lr, static_cast<long long>(c.epochs),
               c.device.str().c_str());
   TrainResult result;
   double train_seconds = 0.0;

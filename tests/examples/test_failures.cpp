@@ -23,6 +23,9 @@ TEST_P(FailureCatalogue, ReproducesWithItsMessageAndTheFixWorks) {
   const std::optional<std::string> seen = c.reproduce(out);
   ASSERT_TRUE(seen.has_value()) << c.name << " did not fail\n" << out.str();
   EXPECT_NE(seen->find(c.expected), std::string::npos) << "expected \"" << c.expected << "\" in:\n" << *seen;
+  if (c.predict) {
+    EXPECT_TRUE(c.predict(out)) << c.name << ": the plan did not foresee the failure\n" << out.str();
+  }
   EXPECT_TRUE(c.fix(out)) << out.str();
 }
 

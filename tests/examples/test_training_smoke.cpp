@@ -73,5 +73,36 @@ TEST(TrainingSmoke, CnnWithAdamWLearnsAndWritesItsLogAndCheckpoint) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TrainingSmoke, PlanPrintsTheStepsMemoryAndTrainsNothing) {
+  manual_seed(0);
+  Mlp model;
+  const nn::StateDict before = model.state_dict();
+  TrainConfig c = quick(1, "adam", 1e-3);
+  c.plan = true;
+  testing::internal::CaptureStdout();
+  const TrainResult r = train(model, patterns(64, 1), patterns(32, 2), c,
+                              [](const Tensor& x) { return normalize_fashion(x).flatten(1); });
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_TRUE(r.train_losses.empty());
+  EXPECT_NE(out.find("Peak allocated memory"), std::string::npos) << out;
+  EXPECT_NE(out.find("planned, not run"), std::string::npos) << out;
+  for (const auto& [name, t] : model.state_dict()) EXPECT_TRUE(equal(t, before.at(name))) << name;
+}
+
+TEST(TrainingSmoke, AutoBatchSizeTakesTheLargestThatFitsUpToTheDataset) {
+  manual_seed(0);
+  Mlp model;
+  TrainConfig c = quick(1, "sgd", 0.05);
+  c.batch_size = 0;  // --batch-size auto
+  testing::internal::CaptureStdout();
+  const TrainResult r = train(model, patterns(200, 1), patterns(32, 2), c,
+                              [](const Tensor& x) { return normalize_fashion(x).flatten(1); });
+  const std::string out = testing::internal::GetCapturedStdout();
+  // A 200-sample set fits in memory many times over: one batch of all of it.
+  EXPECT_NE(out.find("--batch-size auto: 200,"), std::string::npos) << out;
+  EXPECT_NE(out.find("batch 200,"), std::string::npos) << out;
+  EXPECT_EQ(r.train_losses.size(), 1u);
+}
+
 }  // namespace
 }  // namespace kiln::examples
