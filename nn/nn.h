@@ -10,4 +10,5 @@
 #include "nn/loss.h"
 #include "nn/module.h"
 #include "nn/normalization.h"
+#include "nn/rnn.h"
 #include "nn/serialize.h"

@@ -1,0 +1,316 @@
+// nn/rnn.cpp — one step of each recurrent cell, and the loop over layers, directions and time.
+// See Note [Recurrent layers] in nn/rnn.h.
+#include "nn/rnn.h"
+
+#include <cmath>
+
+#include "autograd/functions/linalg.h"
+#include "autograd/functions/nn.h"
+#include "core/creation.h"
+#include "core/warning.h"
+#include "nn/init.h"
+
+namespace kiln::nn {
+
+namespace {
+
+// One step from `x`, this step's input projection W_ih x_t + b_ih. The expressions follow
+// ATen's cells (aten/src/ATen/native/RNN.cpp), so the roundings are the same.
+
+Tensor simple_step(const Tensor& x, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh, bool relu) {
+  const Tensor pre = linear(h, w_hh, b_hh) + x;
+  return relu ? pre.relu() : pre.tanh();
+}
+
+std::pair<Tensor, Tensor> lstm_step(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& w_hh,
+                                    const Tensor& b_hh) {
+  const TensorList gates = (linear(h, w_hh, b_hh) + x).chunk(4, 1);  // i, f, g, o
+  const Tensor c_next = gates[1].sigmoid() * c + gates[0].sigmoid() * gates[2].tanh();
+  return {gates[3].sigmoid() * c_next.tanh(), c_next};
+}
+
+Tensor gru_step(const Tensor& x, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh) {
+  const TensorList xs = x.chunk(3, 1);                        // r, z, n of the input
+  const TensorList hs = linear(h, w_hh, b_hh).chunk(3, 1);    // r, z, n of the state (b_hn inside)
+  const Tensor r = (xs[0] + hs[0]).sigmoid();
+  const Tensor z = (xs[1] + hs[1]).sigmoid();
+  const Tensor n = (xs[2] + hs[2] * r).tanh();
+  return (h - n) * z + n;  // = (1 - z) n + z h
+}
+
+std::int64_t gates_of(RNNBase::Mode mode) {
+  switch (mode) {
+    case RNNBase::Mode::Lstm: return 4;
+    case RNNBase::Mode::Gru: return 3;
+    default: return 1;
+  }
+}
+
+const char* name_of(RNNBase::Mode mode) {
+  switch (mode) {
+    case RNNBase::Mode::Lstm: return "LSTM";
+    case RNNBase::Mode::Gru: return "GRU";
+    default: return "RNN";
+  }
+}
+
+RNNBase::Mode simple_mode(const std::string& nonlinearity) {
+  KILN_CHECK_VALUE(nonlinearity == "tanh" || nonlinearity == "relu", "Unknown nonlinearity '", nonlinearity, "'");
+  return nonlinearity == "tanh" ? RNNBase::Mode::RnnTanh : RNNBase::Mode::RnnRelu;
+}
+
+std::string shape_tuple(std::int64_t a, std::int64_t b, std::int64_t c) {
+  return detail::str_cat("(", a, ", ", b, ", ", c, ")");
+}
+
+}  // namespace
+
+// --- RNN, LSTM, GRU -----------------------------------------------------------------------------
+
+RNNBase::RNNBase(std::string type_name, Mode mode, std::int64_t input_size, std::int64_t hidden_size,
+                 const RNNOptions& options)
+    : Module(std::move(type_name)), input_size(input_size), hidden_size(hidden_size), options(options), mode(mode) {
+  KILN_CHECK_VALUE(options.dropout >= 0 && options.dropout <= 1,
+                   "dropout should be a number in range [0, 1] representing the probability of an element being "
+                   "zeroed");
+  KILN_CHECK_VALUE(hidden_size > 0, "hidden_size must be greater than zero");
+  KILN_CHECK_VALUE(options.num_layers > 0, "num_layers must be greater than zero");
+  if (options.dropout > 0 && options.num_layers == 1) {
+    warn(detail::str_cat("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                         "expects num_layers greater than 1, but got dropout=",
+                         options.dropout, " and num_layers=", options.num_layers));
+  }
+  const std::int64_t gate_size = gates_of(mode) * hidden_size;
+  for (std::int64_t layer = 0; layer < options.num_layers; ++layer) {
+    for (std::int64_t direction = 0; direction < directions(); ++direction) {
+      const std::int64_t layer_input = layer == 0 ? input_size : hidden_size * directions();
+      const std::string suffix = std::to_string(layer) + (direction == 1 ? "_reverse" : "");
+      auto add = [&](const std::string& name, Shape sizes) {
+        names_.push_back(name + suffix);
+        weights_.push_back(&register_parameter(names_.back(), empty(sizes)));
+      };
+      add("weight_ih_l", {gate_size, layer_input});
+      add("weight_hh_l", {gate_size, hidden_size});
+      if (options.bias) {
+        add("bias_ih_l", {gate_size});
+        add("bias_hh_l", {gate_size});
+      }
+    }
+  }
+  reset_parameters();
+}
+
+void RNNBase::reset_parameters() {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
+  for (Tensor* w : weights_) init::uniform_(*w, -bound, bound);
+}
+
+std::string RNNBase::extra_repr() const {
+  std::string s = detail::str_cat(input_size, ", ", hidden_size);
+  if (options.num_layers != 1) s += detail::str_cat(", num_layers=", options.num_layers);
+  if (!options.bias) s += ", bias=False";
+  if (options.batch_first) s += ", batch_first=True";
+  if (options.dropout != 0) s += detail::str_cat(", dropout=", options.dropout);
+  if (options.bidirectional) s += ", bidirectional=True";
+  return s;
+}
+
+std::pair<Tensor, bool> RNNBase::sequence_first(const Tensor& input) const {
+  KILN_CHECK(input.dim() == 2 || input.dim() == 3, name_of(mode), ": Expected input to be 2D or 3D, got ",
+             input.dim(), "D input instead");
+  KILN_CHECK(input.sizes().back() == input_size, "input.size(-1) must be equal to input_size. Expected ",
+             input_size, ", got ", input.sizes().back());
+  KILN_CHECK(input.is_floating_point(), name_of(mode), ": expected a floating-point input, got ",
+             scalar_type_name(input.dtype()));
+  if (input.dim() == 2) return {input.unsqueeze(1), true};
+  return {options.batch_first ? input.transpose(0, 1) : input, false};
+}
+
+Tensor RNNBase::initial_state(const Tensor& given, const Tensor& input, bool unbatched, const char* what) const {
+  const std::int64_t layers = options.num_layers * directions(), batch = input.sizes()[1];
+  if (!given.defined()) return zeros({layers, batch, hidden_size}, input.options());
+  Tensor h = given;
+  if (unbatched) {
+    KILN_CHECK(h.dim() == 2, "For unbatched 2-D input, hx should also be 2-D but got ", h.dim(), "-D tensor");
+    h = h.unsqueeze(1);
+  } else {
+    KILN_CHECK(h.dim() == 3, "For batched 3-D input, hx should also be 3-D but got ", h.dim(), "-D tensor");
+  }
+  KILN_CHECK(h.sizes() == IntArrayRef({layers, batch, hidden_size}), "Expected ", what, " size ",
+             shape_tuple(layers, batch, hidden_size), ", got ", h.sizes());
+  KILN_CHECK(h.device() == input.device() && h.dtype() == input.dtype(), "Input and hidden tensors are not at the ",
+             "same device and dtype, found input tensor at ", input.device(), " (", scalar_type_name(input.dtype()),
+             ") and hidden tensor at ", h.device(), " (", scalar_type_name(h.dtype()), ")");
+  return h;
+}
+
+std::pair<Tensor, TensorList> RNNBase::run(const Tensor& input, const TensorList& initial) {
+  const std::int64_t steps = input.sizes()[0], per_direction = options.bias ? 4 : 2;
+  Tensor x = input;
+  TensorList h_n, c_n;
+  for (std::int64_t layer = 0; layer < options.num_layers; ++layer) {
+    TensorList outputs;
+    for (std::int64_t direction = 0; direction < directions(); ++direction) {
+      const std::int64_t index = layer * directions() + direction;
+      Tensor* const* w = &weights_[static_cast<std::size_t>(index * per_direction)];
+      const Tensor& w_hh = *w[1];
+      const Tensor b_ih = options.bias ? *w[2] : Tensor(), b_hh = options.bias ? *w[3] : Tensor();
+      // One matrix product for the whole sequence's input projections.
+      const Tensor projected = linear(x, *w[0], b_ih);
+      Tensor h = initial[0].select(0, index);
+      Tensor c = mode == Mode::Lstm ? initial[1].select(0, index) : Tensor();
+      TensorList out(static_cast<std::size_t>(steps));
+      for (std::int64_t s = 0; s < steps; ++s) {
+        const std::int64_t t = direction == 0 ? s : steps - 1 - s;
+        const Tensor xt = projected.select(0, t);
+        switch (mode) {
+          case Mode::RnnTanh:
+          case Mode::RnnRelu: h = simple_step(xt, h, w_hh, b_hh, mode == Mode::RnnRelu); break;
+          case Mode::Lstm: std::tie(h, c) = lstm_step(xt, h, c, w_hh, b_hh); break;
+          case Mode::Gru: h = gru_step(xt, h, w_hh, b_hh); break;
+        }
+        out[static_cast<std::size_t>(t)] = h;
+      }
+      outputs.push_back(steps > 0 ? stack(out, 0) : empty({0, input.sizes()[1], hidden_size}, input.options()));
+      h_n.push_back(h);
+      if (mode == Mode::Lstm) c_n.push_back(c);
+    }
+    x = outputs.size() == 2 ? cat(outputs, 2) : outputs[0];
+    if (options.dropout > 0 && is_training() && layer + 1 < options.num_layers) x = dropout(x, options.dropout, true);
+  }
+  TensorList finals{stack(h_n, 0)};
+  if (mode == Mode::Lstm) finals.push_back(stack(c_n, 0));
+  return {x, finals};
+}
+
+namespace {
+
+/// The output back in the caller's layout.
+Tensor caller_layout(const Tensor& output, bool unbatched, bool batch_first) {
+  if (unbatched) return output.squeeze(1);
+  return batch_first ? output.transpose(0, 1) : output;
+}
+
+}  // namespace
+
+RNN::RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
+    : RNNBase("RNN", simple_mode(options.nonlinearity), input_size, hidden_size, options) {}
+
+std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
+  const auto [x, unbatched] = sequence_first(input);
+  const auto [output, finals] = run(x, {initial_state(hx, x, unbatched, "hidden")});
+  return {caller_layout(output, unbatched, options.batch_first), unbatched ? finals[0].squeeze(1) : finals[0]};
+}
+
+LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
+    : RNNBase("LSTM", Mode::Lstm, input_size, hidden_size, options) {}
+
+std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(const Tensor& input,
+                                                              const std::optional<std::tuple<Tensor, Tensor>>& hx) {
+  const auto [x, unbatched] = sequence_first(input);
+  Tensor h0, c0;
+  if (hx) {
+    std::tie(h0, c0) = *hx;
+    const std::int64_t want = unbatched ? 2 : 3;
+    KILN_CHECK(h0.dim() == want && c0.dim() == want, "For ", unbatched ? "unbatched 2-D" : "batched 3-D",
+               " input, hx and cx should also be ", want, "-D but got (", h0.dim(), "-D, ", c0.dim(), "-D) tensors");
+  }
+  const auto [output, finals] =
+      run(x, {initial_state(h0, x, unbatched, "hidden[0]"), initial_state(c0, x, unbatched, "hidden[1]")});
+  auto state = [&](const Tensor& t) { return unbatched ? t.squeeze(1) : t; };
+  return {caller_layout(output, unbatched, options.batch_first), {state(finals[0]), state(finals[1])}};
+}
+
+GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
+    : RNNBase("GRU", Mode::Gru, input_size, hidden_size, options) {}
+
+std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
+  const auto [x, unbatched] = sequence_first(input);
+  const auto [output, finals] = run(x, {initial_state(hx, x, unbatched, "hidden")});
+  return {caller_layout(output, unbatched, options.batch_first), unbatched ? finals[0].squeeze(1) : finals[0]};
+}
+
+// --- cells ----------------------------------------------------------------------------------------
+
+RNNCellBase::RNNCellBase(std::string type_name, std::int64_t input_size, std::int64_t hidden_size, bool bias,
+                         std::int64_t gates)
+    : Module(std::move(type_name)),
+      input_size(input_size),
+      hidden_size(hidden_size),
+      weight_ih(register_parameter("weight_ih", empty({gates * hidden_size, input_size}))),
+      weight_hh(register_parameter("weight_hh", empty({gates * hidden_size, hidden_size}))),
+      bias_ih(register_parameter("bias_ih", bias ? empty({gates * hidden_size}) : Tensor())),
+      bias_hh(register_parameter("bias_hh", bias ? empty({gates * hidden_size}) : Tensor())) {
+  reset_parameters();
+}
+
+void RNNCellBase::reset_parameters() {
+  const double bound = hidden_size > 0 ? 1.0 / std::sqrt(static_cast<double>(hidden_size)) : 0.0;
+  for (Tensor* w : {&weight_ih, &weight_hh, &bias_ih, &bias_hh}) {
+    if (w->defined()) init::uniform_(*w, -bound, bound);
+  }
+}
+
+std::string RNNCellBase::extra_repr() const {
+  return detail::str_cat(input_size, ", ", hidden_size, bias_ih.defined() ? "" : ", bias=False");
+}
+
+std::pair<Tensor, bool> RNNCellBase::batched(const Tensor& input) const {
+  KILN_CHECK(input.dim() == 1 || input.dim() == 2, type_name(), ": Expected input to be 1-D or 2-D but received ",
+             input.dim(), "-D tensor");
+  KILN_CHECK(input.sizes().back() == input_size, "input has inconsistent input_size: got ", input.sizes().back(),
+             " expected ", input_size);
+  return {input.dim() == 1 ? input.unsqueeze(0) : input, input.dim() == 1};
+}
+
+Tensor RNNCellBase::state(const Tensor& given, const Tensor& input, bool unbatched, const char* what) const {
+  const std::int64_t batch = input.sizes()[0];
+  if (!given.defined()) return zeros({batch, hidden_size}, input.options());
+  KILN_CHECK(given.dim() == (unbatched ? 1 : 2), type_name(), ": Expected ", what, " to be ", unbatched ? 1 : 2,
+             "-D for a ", unbatched ? 1 : 2, "-D input but received ", given.dim(), "-D tensor");
+  const Tensor h = unbatched ? given.unsqueeze(0) : given;
+  KILN_CHECK(h.sizes()[0] == batch, "Input batch size ", batch, " doesn't match ", what, " batch size ", h.sizes()[0]);
+  KILN_CHECK(h.sizes()[1] == hidden_size, what, " has inconsistent hidden_size: got ", h.sizes()[1], ", expected ",
+             hidden_size);
+  return h;
+}
+
+RNNCell::RNNCell(std::int64_t input_size, std::int64_t hidden_size, bool bias, std::string nonlinearity)
+    : RNNCellBase("RNNCell", input_size, hidden_size, bias, 1), nonlinearity(std::move(nonlinearity)) {
+  simple_mode(this->nonlinearity);
+}
+
+Tensor RNNCell::forward(const Tensor& input, const Tensor& hx) {
+  const auto [x, unbatched] = batched(input);
+  const Tensor h = simple_step(linear(x, weight_ih, bias_ih), state(hx, x, unbatched, "hidden"), weight_hh, bias_hh,
+                               nonlinearity == "relu");
+  return unbatched ? h.squeeze(0) : h;
+}
+
+std::string RNNCell::extra_repr() const {
+  return RNNCellBase::extra_repr() + (nonlinearity != "tanh" ? ", nonlinearity=" + nonlinearity : "");
+}
+
+LSTMCell::LSTMCell(std::int64_t input_size, std::int64_t hidden_size, bool bias)
+    : RNNCellBase("LSTMCell", input_size, hidden_size, bias, 4) {}
+
+std::tuple<Tensor, Tensor> LSTMCell::forward(const Tensor& input, const std::optional<std::tuple<Tensor, Tensor>>& hx) {
+  const auto [x, unbatched] = batched(input);
+  Tensor h0, c0;
+  if (hx) std::tie(h0, c0) = *hx;
+  const auto [h, c] = lstm_step(linear(x, weight_ih, bias_ih), state(h0, x, unbatched, "hx"),
+                                state(c0, x, unbatched, "cx"), weight_hh, bias_hh);
+  if (unbatched) return {h.squeeze(0), c.squeeze(0)};
+  return {h, c};
+}
+
+GRUCell::GRUCell(std::int64_t input_size, std::int64_t hidden_size, bool bias)
+    : RNNCellBase("GRUCell", input_size, hidden_size, bias, 3) {}
+
+Tensor GRUCell::forward(const Tensor& input, const Tensor& hx) {
+  const auto [x, unbatched] = batched(input);
+  const Tensor h = gru_step(linear(x, weight_ih, bias_ih), state(hx, x, unbatched, "hidden"), weight_hh, bias_hh);
+  return unbatched ? h.squeeze(0) : h;
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,149 @@
+// nn/rnn.h — recurrent layers with PyTorch's semantics: RNN (tanh or relu), LSTM and GRU over
+// whole sequences (num_layers, batch_first, bidirectional, dropout between layers, optional
+// initial state), and the single-step RNNCell, LSTMCell and GRUCell. Parameter names, shapes,
+// gate order and initialisation are PyTorch's, so a PyTorch state dict loads as it is.
+//
+//   kiln::nn::LSTM lstm(128, 256, {.num_layers = 2, .batch_first = true});
+//   auto [output, state] = lstm.forward(x);           // x [B, T, 128] -> output [B, T, 256]
+//   auto [h_n, c_n] = state;                           // each [2, B, 256]
+//
+// Read next: nn/rnn.cpp (one step of each cell, and the loop over layers, directions and time).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+// Note [Recurrent layers]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// With x_t the layer's input at time t and h the previous hidden state (c the cell state):
+//   RNN   h' = tanh(W_ih x_t + b_ih + W_hh h + b_hh)        (or relu)
+//   LSTM  i, f, g, o = chunks of W_ih x_t + b_ih + W_hh h + b_hh, in that order
+//         c' = σ(f) c + σ(i) tanh(g),  h' = σ(o) tanh(c')
+//   GRU   r, z, n are chunks of W_ih x_t + b_ih and of W_hh h + b_hh (each 3 H wide)
+//         r = σ(x_r + h_r),  z = σ(x_z + h_z),  n = tanh(x_n + r (W_hn h + b_hn)),
+//         h' = (1 - z) n + z h                 (b_hn inside the reset product, as cuDNN does)
+// The input projections W_ih x_t + b_ih of a whole sequence are one matrix product before the
+// time loop; only W_hh h runs per step. Layer l > 0 reads the previous layer's output (both
+// directions concatenated), with dropout between layers in training. The reverse direction
+// runs the same recurrence from the last step to the first. Every step is made of
+// differentiable ops, so backward (through time) is autograd's.
+
+/// The arguments every recurrent layer shares (PyTorch's RNNBase).
+struct RNNOptions {
+  std::int64_t num_layers = 1;
+  bool bias = true;
+  bool batch_first = false;  // input and output [batch, seq, feature] instead of [seq, batch, feature]
+  double dropout = 0.0;      // on the outputs of every layer but the last, in training
+  bool bidirectional = false;
+  std::string nonlinearity = "tanh";  // RNN only: "tanh" or "relu"
+};
+
+/// What RNN, LSTM and GRU share: the parameters of every layer and direction, and the loop.
+class RNNBase : public Module {
+ public:
+  enum class Mode { RnnTanh, RnnRelu, Lstm, Gru };
+
+  RNNBase(std::string type_name, Mode mode, std::int64_t input_size, std::int64_t hidden_size,
+          const RNNOptions& options);
+  /// Every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as PyTorch.
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  const std::int64_t input_size, hidden_size;
+  const RNNOptions options;
+  const Mode mode;
+  /// "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse", ...
+  const std::vector<std::string>& flat_weights_names() const { return names_; }
+
+ protected:
+  /// Runs every layer and direction over `input` from the initial states (h0, and c0 for the
+  /// LSTM, already checked and batched); returns the output and the final states.
+  std::pair<Tensor, TensorList> run(const Tensor& input, const TensorList& initial);
+  /// The input as [seq, batch, feature] and whether it came without a batch dimension; checks
+  /// its rank and feature size.
+  std::pair<Tensor, bool> sequence_first(const Tensor& input) const;
+  /// `given` (or zeros) as [layers * directions, batch, hidden], checked against `input`.
+  Tensor initial_state(const Tensor& given, const Tensor& input, bool unbatched, const char* what) const;
+  std::int64_t directions() const { return options.bidirectional ? 2 : 1; }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<Tensor*> weights_;  // 4 (or 2 without bias) per layer and direction
+};
+
+/// Elman RNN: output [seq, batch, D*hidden] and h_n [layers*D, batch, hidden].
+class RNN : public RNNBase {
+ public:
+  RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
+  std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+};
+
+/// LSTM: output, and (h_n, c_n).
+class LSTM : public RNNBase {
+ public:
+  LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
+  std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(
+      const Tensor& input, const std::optional<std::tuple<Tensor, Tensor>>& hx = std::nullopt);
+};
+
+/// GRU: output and h_n.
+class GRU : public RNNBase {
+ public:
+  GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
+  std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+};
+
+/// What the three cells share: weight_ih [G*hidden, input], weight_hh [G*hidden, hidden],
+/// bias_ih and bias_hh [G*hidden] (G = 1, 4, 3).
+class RNNCellBase : public Module {
+ public:
+  RNNCellBase(std::string type_name, std::int64_t input_size, std::int64_t hidden_size, bool bias,
+              std::int64_t gates);
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  const std::int64_t input_size, hidden_size;
+  Tensor& weight_ih;
+  Tensor& weight_hh;
+  Tensor& bias_ih;  // undefined without bias
+  Tensor& bias_hh;
+
+ protected:
+  /// The input as [batch, input] (and whether it was 1-D), checked.
+  std::pair<Tensor, bool> batched(const Tensor& input) const;
+  /// `given` (or zeros) as [batch, hidden], checked.
+  Tensor state(const Tensor& given, const Tensor& input, bool unbatched, const char* what) const;
+};
+
+class RNNCell : public RNNCellBase {
+ public:
+  RNNCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true, std::string nonlinearity = "tanh");
+  /// h' [batch, hidden] (or [hidden] for a 1-D input).
+  Tensor forward(const Tensor& input, const Tensor& hx);
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  std::string extra_repr() const override;
+  const std::string nonlinearity;
+};
+
+class LSTMCell : public RNNCellBase {
+ public:
+  LSTMCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true);
+  /// (h', c').
+  std::tuple<Tensor, Tensor> forward(const Tensor& input,
+                                     const std::optional<std::tuple<Tensor, Tensor>>& hx = std::nullopt);
+};
+
+class GRUCell : public RNNCellBase {
+ public:
+  GRUCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true);
+  Tensor forward(const Tensor& input, const Tensor& hx);
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+};
+
+}  // namespace kiln::nn
