@@ -25,11 +25,13 @@
 
 #include "autograd/anomaly_mode.h"
 #include "autograd/engine.h"
+#include "autograd/functions/attention.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/functions/triangular.h"
 #include "autograd/gradcheck.h"
 #include "autograd/grad_mode.h"
 #include "autograd/graph.h"

@@ -478,7 +478,9 @@ Tensor Tensor::logical_or(const Tensor& o) const { return ops::binary(BinaryOp::
 Tensor Tensor::logical_xor(const Tensor& o) const { return ops::binary(BinaryOp::LogicalXor, *this, o); }
 Tensor Tensor::logical_not() const { return ops::logical_not(*this); }
 Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const {
-  return WhereFn::apply(mask, wrap(value), *this);
+  // The result keeps self's dtype (a bool mask filled with 0 stays bool; an integer tensor
+  // filled with 2.5 gets 2), as PyTorch's: the value is cast first, not promoted with self.
+  return WhereFn::apply(mask, wrap(value).to(dtype()), *this);
 }
 Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& value) const {
   KILN_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got "

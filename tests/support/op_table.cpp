@@ -246,6 +246,22 @@ std::vector<OpInfo> build() {
        {{"columns", {F(k23, {2, 3})}, {-3.0485873516, -3.0485873516, -3.0485873516, -0.0485873516, -0.0485873516, -0.0485873516}, {2, 3}}},
        fl(), true, {}});
 
+  add({"scaled_dot_product_attention",
+       [](const TensorList& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+       // scores q kᵀ / sqrt(2) = [[0.7071, 0], [0.3536, -0.7071]]; each row's softmax weighs v = [1, 3]
+       {{"2 queries, 2 keys", {F({1, 0, 0.5, -1}, {2, 2}), F({1, 0, 0, 1}, {2, 2}), F({1, 3}, {2, 1})},
+         {1.6604769013, 1.5143666305}, {2, 1}}},
+       f64_f32(), true, {}});
+  add({"scaled_dot_product_attention_causal",
+       [](const TensorList& x) { return scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true); },
+       // the first query sees only the first key
+       {{"causal", {F({1, 0, 0.5, -1}, {2, 2}), F({1, 0, 0, 1}, {2, 2}), F({1, 3}, {2, 1})},
+         {1, 1.5143666305}, {2, 1}}},
+       f64_f32(), true, {}});
+  add({"triu_tril", [](const TensorList& x) { return triu(x[0], 1) + tril(x[0], -1) * 10; },
+       // [[1,2,3],[4,5,6]]: above the diagonal 2, 3, 6; below it 4 (times 10)
+       {{"2x3", {F(k23, {2, 3})}, {0, 2, 3, 40, 0, 6}, {2, 3}}}, num(), true, {}});
+
   // --- linear algebra ----------------------------------------------------------------------------
   add({"mm", [](const TensorList& x) { return x[0].mm(x[1]); },
        // [[1,2,3],[4,5,6]] @ [[1,0],[0,1],[1,1]] = [[1+3, 2+3], [4+6, 5+6]]
