@@ -1,6 +1,7 @@
 // nn/nn.h — everything in kiln::nn: modules, layers, losses, init, functional, checkpoints.
 #pragma once
 
+#include "nn/attention.h"
 #include "nn/containers.h"
 #include "nn/conv.h"
 #include "nn/functional.h"
@@ -12,3 +13,4 @@
 #include "nn/normalization.h"
 #include "nn/rnn.h"
 #include "nn/serialize.h"
+#include "nn/transformer.h"

@@ -4,10 +4,9 @@
 // errors for bad shapes and options.
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include "autograd/gradcheck.h"
 #include "kiln.h"
+#include "nn/formula.h"
 #include "nn/rnn_reference.h"
 #include "support/test_util.h"
 
@@ -16,31 +15,9 @@ namespace {
 
 namespace ref = rnn_reference;
 
-/// tools/rnn_reference.py's formula: element k (row-major) of a tensor whose name has `salt`
-/// characters.
-Tensor formula(IntArrayRef sizes, std::size_t salt) {
-  std::vector<double> v(static_cast<std::size_t>(compute_numel(sizes)));
-  for (std::size_t k = 0; k < v.size(); ++k) {
-    v[k] = 0.4 * std::sin(0.37 * static_cast<double>(k) + 0.11 * static_cast<double>(salt) + 0.05);
-  }
-  return tensor(v, kFloat64).reshape(sizes);
-}
-
-/// Loads the formula's values into every parameter, by name, as a PyTorch state dict would.
-void load_formula(nn::Module& m) {
-  m.to(kFloat64);
-  nn::StateDict values;
-  for (const auto& [name, p] : m.named_parameters()) values.insert(name, formula(p.sizes(), name.size()));
-  m.load_state_dict(values);
-}
-
-void expect_equals_reference(const Tensor& got, const std::vector<double>& expected) {
-  ASSERT_EQ(static_cast<std::size_t>(got.numel()), expected.size());
-  const Tensor flat = got.contiguous().reshape({-1});
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_NEAR(flat.select(0, static_cast<std::int64_t>(i)).item<double>(), expected[i], 1e-13) << "element " << i;
-  }
-}
+using testing::expect_equals_reference;
+using testing::formula;
+using testing::load_formula;
 
 TEST(Rnn, LstmMatchesPyTorchWithItsStateDictKeys) {
   nn::LSTM lstm(3, 4, {.num_layers = 2, .batch_first = true, .bidirectional = true});

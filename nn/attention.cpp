@@ -1,0 +1,150 @@
+// nn/attention.cpp — MultiheadAttention: the projections, the masks merged into one additive
+// mask per head, and attention (explicit when the weights are wanted, the fused op otherwise),
+// following torch.nn.functional.multi_head_attention_forward.
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/functions/attention.h"
+#include "autograd/functions/index.h"
+#include "autograd/functions/linalg.h"
+#include "autograd/functions/nn.h"
+#include "core/creation.h"
+#include "nn/init.h"
+
+namespace kiln::nn {
+
+MultiheadAttention::MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads,
+                                       const MultiheadAttentionOptions& options)
+    : Module("MultiheadAttention"),
+      embed_dim(embed_dim),
+      num_heads(num_heads),
+      head_dim(num_heads > 0 ? embed_dim / num_heads : 0),
+      options(options),
+      in_proj_weight(register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}))),
+      in_proj_bias(register_parameter("in_proj_bias", options.bias ? empty({3 * embed_dim}) : Tensor())) {
+  KILN_CHECK_VALUE(embed_dim > 0 && num_heads > 0, "embed_dim and num_heads must be greater than 0, got embed_dim=",
+                   embed_dim, " and num_heads=", num_heads);
+  KILN_CHECK_VALUE(head_dim * num_heads == embed_dim, "embed_dim must be divisible by num_heads (got embed_dim=",
+                   embed_dim, " and num_heads=", num_heads, ")");
+  KILN_CHECK_VALUE(options.dropout >= 0.0 && options.dropout <= 1.0,
+                   "dropout probability has to be between 0 and 1, but got ", options.dropout);
+  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, options.bias));
+  reset_parameters();
+}
+
+void MultiheadAttention::reset_parameters() {
+  init::xavier_uniform_(in_proj_weight);
+  if (in_proj_bias.defined()) {
+    init::zeros_(in_proj_bias);
+    init::zeros_(out_proj->bias);
+  }
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  // PyTorch prints only out_proj, as a child.
+  return "";
+}
+
+namespace {
+
+std::string sizes_tuple(IntArrayRef s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + ")";
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, const Tensor& key_in,
+                                                       const Tensor& value_in, const Tensor& key_padding_mask_in,
+                                                       bool need_weights, const Tensor& attn_mask_in,
+                                                       bool average_attn_weights) {
+  KILN_CHECK(query_in.dim() == 2 || query_in.dim() == 3,
+             "query should be unbatched 2D or batched 3D tensor but received ", query_in.dim(), "-D query tensor");
+  const bool batched = query_in.dim() == 3;
+  KILN_CHECK(key_in.dim() == query_in.dim() && value_in.dim() == query_in.dim(), "For ",
+             batched ? "batched (3-D)" : "unbatched (2-D)", " `query`, expected `key` and `value` to be ",
+             query_in.dim(), "-D but found ", key_in.dim(), "-D and ", value_in.dim(), "-D tensors respectively");
+  // Sequence first, batched: [L, N, E].
+  auto layout = [&](const Tensor& t) {
+    if (!batched) return t.unsqueeze(1);
+    return options.batch_first ? t.transpose(0, 1) : t;
+  };
+  const Tensor query = layout(query_in), key = layout(key_in), value = layout(value_in);
+  const std::int64_t L = query.sizes()[0], N = query.sizes()[1], S = key.sizes()[0];
+  KILN_CHECK(query.sizes()[2] == embed_dim, "was expecting embedding dimension of ", embed_dim, ", but got ",
+             query.sizes()[2]);
+  KILN_CHECK(key.sizes() == value.sizes(), "key shape ", key.sizes(), " does not match value shape ", value.sizes());
+  KILN_CHECK(key.sizes()[2] == embed_dim, "was expecting key embedding dimension of ", embed_dim, ", but got ",
+             key.sizes()[2]);
+
+  // One additive mask [N * heads or 1, L or 1, S]: -inf where attention may not look.
+  const double minus_infinity = -std::numeric_limits<double>::infinity();
+  const TensorOptions like_query = TensorOptions().dtype(query.dtype()).device(query.device());
+  auto additive = [&](const Tensor& mask) {
+    if (mask.dtype() != kBool) return mask;
+    return masked_fill(zeros(mask.sizes(), like_query), mask, minus_infinity);
+  };
+  Tensor mask;
+  if (attn_mask_in.defined()) {
+    KILN_CHECK_TYPE(attn_mask_in.is_floating_point() || attn_mask_in.dtype() == kBool,
+                    "Only float, byte, and bool types are supported for attn_mask, not ",
+                    scalar_type_name(attn_mask_in.dtype()));
+    if (attn_mask_in.dim() == 2) {
+      KILN_CHECK(attn_mask_in.sizes() == IntArrayRef({L, S}), "The shape of the 2D attn_mask is ",
+                 attn_mask_in.sizes(), ", but should be (", L, ", ", S, ").");
+      mask = additive(attn_mask_in).unsqueeze(0);
+    } else if (attn_mask_in.dim() == 3) {
+      KILN_CHECK(attn_mask_in.sizes() == IntArrayRef({N * num_heads, L, S}), "The shape of the 3D attn_mask is ",
+                 attn_mask_in.sizes(), ", but should be ", sizes_tuple({N * num_heads, L, S}), ".");
+      mask = additive(attn_mask_in);
+    } else {
+      KILN_FAIL("attn_mask's dimension ", attn_mask_in.dim(), " is not supported");
+    }
+  }
+  if (key_padding_mask_in.defined()) {
+    const Tensor kpm = batched ? key_padding_mask_in : key_padding_mask_in.unsqueeze(0);
+    KILN_CHECK_TYPE(kpm.is_floating_point() || kpm.dtype() == kBool,
+                    "only bool and floating types of key_padding_mask are supported");
+    KILN_CHECK(kpm.sizes() == IntArrayRef({N, S}), "expecting key_padding_mask shape of (", N, ", ", S,
+               "), but got ", kpm.sizes());
+    const Tensor padding =
+        additive(kpm).view({N, 1, 1, S}).expand({N, num_heads, 1, S}).reshape({N * num_heads, 1, S});
+    mask = mask.defined() ? mask + padding : padding;
+  }
+
+  // Projections, then heads: [L, N, E] -> [N * heads, L, head_dim].
+  const TensorList w = in_proj_weight.chunk(3, 0);
+  const TensorList b = in_proj_bias.defined() ? in_proj_bias.chunk(3, 0) : TensorList{Tensor(), Tensor(), Tensor()};
+  auto heads = [&](const Tensor& x, std::int64_t length) {
+    return x.contiguous().view({length, N * num_heads, head_dim}).transpose(0, 1);
+  };
+  const Tensor q = heads(linear(query, w[0], b[0]), L);
+  const Tensor k = heads(linear(key, w[1], b[1]), S);
+  const Tensor v = heads(linear(value, w[2], b[2]), S);
+  const double dropout_p = is_training() ? options.dropout : 0.0;
+
+  Tensor attended, weights;
+  if (need_weights) {
+    // The weights are an output: computed explicitly, as PyTorch does on this path.
+    Tensor scores = bmm(q / std::sqrt(static_cast<double>(head_dim)), k.transpose(1, 2));
+    if (mask.defined()) scores = scores + mask;
+    weights = scores.softmax(-1);
+    if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true);
+    attended = bmm(weights, v);
+  } else {
+    attended = scaled_dot_product_attention(q, k, v, mask, dropout_p);
+  }
+  Tensor out = out_proj->forward(attended.transpose(0, 1).contiguous().view({L * N, embed_dim})).view({L, N, embed_dim});
+  if (need_weights) {
+    weights = weights.view({N, num_heads, L, S});
+    if (average_attn_weights) weights = weights.sum({1}) / static_cast<double>(num_heads);
+    if (!batched) weights = weights.squeeze(0);
+  }
+  if (!batched) return {out.squeeze(1), weights};
+  return {options.batch_first ? out.transpose(0, 1) : out, weights};
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,47 @@
+// nn/attention.h — MultiheadAttention with PyTorch's semantics and parameter names
+// (in_proj_weight [3E, E], in_proj_bias [3E], out_proj): query, key and value projected, split
+// into heads, scaled dot-product attention per head, heads concatenated and projected back.
+//
+//   kiln::nn::MultiheadAttention attention(256, 4, {.batch_first = true});
+//   auto [out, weights] = attention.forward(x, x, x);   // x [B, T, 256]; weights [B, T, T]
+//
+// Read next: autograd/functions/attention.h (the attention op), nn/transformer.h.
+#pragma once
+
+#include <tuple>
+
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+struct MultiheadAttentionOptions {
+  double dropout = 0.0;      // on the attention weights, in training
+  bool bias = true;          // in_proj_bias and out_proj.bias
+  bool batch_first = false;  // [batch, seq, feature] instead of [seq, batch, feature]
+};
+
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads, const MultiheadAttentionOptions& options = {});
+  /// PyTorch's: xavier_uniform_ in_proj_weight, zero biases (out_proj.weight keeps Linear's).
+  void reset_parameters();
+
+  /// (attention output [L, N, E] (or batch first, or [L, E] unbatched), weights [N, L, S]
+  /// averaged over heads, or [N, heads, L, S] when !average_attn_weights; undefined when
+  /// !need_weights). `key_padding_mask` [N, S]: true (or -inf) ignores that key.
+  /// `attn_mask` [L, S] or [N * heads, L, S]: true means *not allowed* (PyTorch's MHA
+  /// convention, the opposite of scaled_dot_product_attention's), a float mask is added.
+  std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const Tensor& key_padding_mask = {}, bool need_weights = true,
+                                     const Tensor& attn_mask = {}, bool average_attn_weights = true);
+  std::string extra_repr() const override;
+
+  const std::int64_t embed_dim, num_heads, head_dim;
+  const MultiheadAttentionOptions options;
+  Tensor& in_proj_weight;
+  Tensor& in_proj_bias;  // undefined without bias
+  std::shared_ptr<Linear> out_proj;
+};
+
+}  // namespace kiln::nn

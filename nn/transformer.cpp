@@ -1,0 +1,72 @@
+// nn/transformer.cpp — the encoder layer's two residual blocks, in post-norm or pre-norm order
+// (torch.nn.TransformerEncoderLayer's _sa_block and _ff_block), and the stack of layers.
+#include "nn/transformer.h"
+
+#include <limits>
+
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/index.h"
+#include "autograd/functions/triangular.h"
+#include "core/creation.h"
+
+namespace kiln::nn {
+
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& o)
+    : Module("TransformerEncoderLayer"), options(o) {
+  KILN_CHECK_VALUE(o.activation == "relu" || o.activation == "gelu", "activation should be relu/gelu, not ",
+                   o.activation);
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(
+                                               o.d_model, o.nhead,
+                                               MultiheadAttentionOptions{.dropout = o.dropout, .batch_first = o.batch_first}));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(Shape{o.d_model}, o.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
+}
+
+Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding) {
+  return dropout1->forward(std::get<0>(self_attn->forward(x, x, x, padding, /*need_weights=*/false, mask)));
+}
+
+Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
+  const Tensor hidden = linear1->forward(x);
+  return dropout2->forward(
+      linear2->forward(dropout->forward(options.activation == "gelu" ? gelu(hidden) : hidden.relu())));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& padding) {
+  Tensor x = src;
+  if (options.norm_first) {
+    x = x + self_attention_block(norm1->forward(x), src_mask, padding);
+    return x + feed_forward_block(norm2->forward(x));
+  }
+  x = norm1->forward(x + self_attention_block(x, src_mask, padding));
+  return norm2->forward(x + feed_forward_block(x));
+}
+
+TransformerEncoder::TransformerEncoder(const TransformerEncoderLayerOptions& layer, std::int64_t num_layers,
+                                       bool final_norm)
+    : Module("TransformerEncoder"), num_layers(num_layers) {
+  KILN_CHECK_VALUE(num_layers > 0, "TransformerEncoder: num_layers must be positive, got ", num_layers);
+  layers = register_module("layers", std::make_shared<ModuleList>());
+  for (std::int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(layer));
+  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{layer.d_model}, layer.layer_norm_eps));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& padding) {
+  Tensor x = src;
+  for (std::size_t i = 0; i < layers->size(); ++i) {
+    x = std::static_pointer_cast<TransformerEncoderLayer>((*layers)[i])->forward(x, mask, padding);
+  }
+  return norm ? norm->forward(x) : x;
+}
+
+Tensor generate_square_subsequent_mask(std::int64_t size, TensorOptions options) {
+  const Tensor upper = triu(ones({size, size}, options.dtype(kBool)), 1);
+  return masked_fill(zeros({size, size}, options), upper, -std::numeric_limits<double>::infinity());
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,68 @@
+// nn/transformer.h — TransformerEncoderLayer and TransformerEncoder with PyTorch's semantics and
+// names (self_attn, linear1, linear2, norm1, norm2; layers.<i>.…): self-attention and a
+// feed-forward block, each with dropout and a residual connection, layer norm after each
+// (post-norm, the default) or before (norm_first).
+//
+//   kiln::nn::TransformerEncoder encoder({.d_model = 256, .nhead = 4, .batch_first = true}, 2);
+//   Tensor y = encoder.forward(x, causal_mask);     // x [B, T, 256]
+//
+// Read next: nn/attention.h.
+#pragma once
+
+#include <string>
+
+#include "nn/attention.h"
+#include "nn/containers.h"
+#include "nn/layers.h"
+#include "nn/normalization.h"
+
+namespace kiln::nn {
+
+struct TransformerEncoderLayerOptions {
+  std::int64_t d_model = 512;
+  std::int64_t nhead = 8;
+  std::int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";  // or "gelu"
+  double layer_norm_eps = 1e-5;
+  bool batch_first = false;
+  bool norm_first = false;
+};
+
+class TransformerEncoderLayer : public Module {
+ public:
+  explicit TransformerEncoderLayer(const TransformerEncoderLayerOptions& options);
+  /// `src_mask` [L, S] or [N * nhead, L, S] (bool: true = not allowed; float: added);
+  /// `src_key_padding_mask` [N, S] (true = padding).
+  Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {});
+  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+
+  const TransformerEncoderLayerOptions options;
+  std::shared_ptr<MultiheadAttention> self_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+
+ private:
+  Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding);
+  Tensor feed_forward_block(const Tensor& x);
+};
+
+/// `num_layers` layers of the same options (each with its own weights), then an optional
+/// final LayerNorm.
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(const TransformerEncoderLayerOptions& layer, std::int64_t num_layers, bool final_norm = false);
+  Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {});
+  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+
+  const std::int64_t num_layers;
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<LayerNorm> norm;  // null without final_norm
+};
+
+/// A causal mask for a sequence of `size`: -inf above the diagonal, 0 elsewhere
+/// (nn.Transformer.generate_square_subsequent_mask).
+Tensor generate_square_subsequent_mask(std::int64_t size, TensorOptions options = {});
+
+}  // namespace kiln::nn

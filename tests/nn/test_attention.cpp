@@ -1,0 +1,175 @@
+// tests/nn/test_attention.cpp — triu/tril, scaled dot-product attention, MultiheadAttention and
+// the Transformer encoder against PyTorch (tests/nn/attention_reference.h, from
+// tools/attention_reference.py): outputs, attention weights and state-dict keys; gradcheck in
+// Float64; PyTorch's errors for bad shapes and options; what the attention op saves.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "autograd/gradcheck.h"
+#include "kiln.h"
+#include "nn/attention_reference.h"
+#include "nn/formula.h"
+#include "support/test_util.h"
+
+namespace kiln {
+namespace {
+
+namespace ref = attention_reference;
+
+using testing::expect_equals_reference;
+using testing::formula;
+using testing::load_formula;
+
+const TensorOptions kF64 = TensorOptions().dtype(kFloat64);
+
+/// k % modulus for k = 0, 1, ... in a [rows, cols] Int64 tensor (the scripts' mask patterns).
+Tensor remainders(std::int64_t rows, std::int64_t cols, std::int64_t modulus) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(rows * cols));
+  for (std::size_t k = 0; k < v.size(); ++k) v[k] = static_cast<std::int64_t>(k) % modulus;
+  return tensor(v).reshape({rows, cols});
+}
+
+TEST(Triangular, KeepsTheTriangleAndItsGradient) {
+  const Tensor x = arange(1, 13, kF64).reshape({3, 4});
+  EXPECT_TRUE(equal(triu(x), tensor({{1.0, 2.0, 3.0, 4.0}, {0.0, 6.0, 7.0, 8.0}, {0.0, 0.0, 11.0, 12.0}})));
+  EXPECT_TRUE(equal(tril(x, -1), tensor({{0.0, 0.0, 0.0, 0.0}, {5.0, 0.0, 0.0, 0.0}, {9.0, 10.0, 0.0, 0.0}})));
+  EXPECT_TRUE(equal(triu(x, 2), tensor({{0.0, 0.0, 3.0, 4.0}, {0.0, 0.0, 0.0, 8.0}, {0.0, 0.0, 0.0, 0.0}})));
+  const Tensor batched = randn({2, 3, 3}, kF64.requires_grad(true));
+  EXPECT_TRUE(equal(tril(batched).select(0, 1), tril(batched.select(0, 1))));
+  EXPECT_TRUE(autograd::gradcheck([](const TensorList& in) { return triu(in[0], 1) * 3 + tril(in[0], -1); },
+                                  {batched}));
+  EXPECT_ERROR(triu(ones({3})), "triu: input tensor must have at least 2 dimensions");
+  // masked_fill (and so triu and tril) keeps the input's dtype, as PyTorch's does.
+  EXPECT_EQ(triu(ones({2, 2}, TensorOptions().dtype(kBool))).dtype(), kBool);
+  EXPECT_TRUE(equal(ones({3}, TensorOptions().dtype(kInt64)).masked_fill(tensor({true, false, true}), 2.5),
+                    tensor(std::vector<std::int64_t>{2, 1, 2})));
+}
+
+TEST(ScaledDotProductAttention, MatchesTheWrittenOutFormula) {
+  const Tensor q = formula({2, 3, 5, 4}, 1), k = formula({2, 3, 6, 4}, 2), v = formula({2, 3, 6, 2}, 3);
+  expect_equals_reference(scaled_dot_product_attention(q, k, v), ref::sdpa_plain);
+  const Tensor allowed = remainders(5, 6, 4).ne(1);
+  expect_equals_reference(scaled_dot_product_attention(q, k, v, allowed), ref::sdpa_bool_mask);
+  expect_equals_reference(scaled_dot_product_attention(q, formula({2, 3, 5, 4}, 2), formula({2, 3, 5, 2}, 3), {},
+                                                       0.0, /*is_causal=*/true),
+                          ref::sdpa_causal);
+}
+
+TEST(ScaledDotProductAttention, GradcheckWithAFloatMaskAndCausally) {
+  manual_seed(0);
+  const Tensor q = randn({2, 3, 4}, kF64.requires_grad(true)), k = randn({2, 5, 4}, kF64.requires_grad(true));
+  const Tensor v = randn({2, 5, 3}, kF64.requires_grad(true)), mask = randn({3, 5}, kF64.requires_grad(true));
+  EXPECT_TRUE(autograd::gradcheck(
+      [](const TensorList& in) { return scaled_dot_product_attention(in[0], in[1], in[2], in[3]); }, {q, k, v, mask}));
+  const Tensor kc = randn({2, 3, 4}, kF64.requires_grad(true)), vc = randn({2, 3, 3}, kF64.requires_grad(true));
+  EXPECT_TRUE(autograd::gradcheck(
+      [](const TensorList& in) { return scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, true, 0.3); },
+      {q, kc, vc}));
+}
+
+TEST(ScaledDotProductAttention, KeepsTheAttentionMatrixOnce) {
+  // The op's node saves q, k, v and the probabilities: one [L, S] matrix per head, where the
+  // composite (matmul, softmax, dropout, matmul) would save the probabilities and the dropped
+  // ones. Measured as bytes alive after forward.
+  manual_seed(0);
+  const Tensor q = randn({4, 64, 16}, TensorOptions().requires_grad(true));
+  const Tensor k = randn({4, 64, 16}, TensorOptions().requires_grad(true));
+  const Tensor v = randn({4, 64, 16}, TensorOptions().requires_grad(true));
+  const std::int64_t before = cpu_allocator_stats().allocated_bytes;
+  const Tensor out = scaled_dot_product_attention(q, k, v, {}, 0.25);
+  const std::int64_t kept = cpu_allocator_stats().allocated_bytes - before;
+  const std::int64_t matrix = 4 * 64 * 64 * 4;
+  EXPECT_LT(kept, 2 * matrix + 2 * out.nbytes() + 4096);  // probabilities + dropout's mask + the output
+  out.sum().backward();
+  EXPECT_TRUE(q.grad().defined() && k.grad().defined() && v.grad().defined());
+}
+
+TEST(ScaledDotProductAttention, BadArgumentsAreErrors) {
+  const Tensor q = randn({2, 3, 4}), k = randn({2, 5, 4}), v = randn({2, 5, 3});
+  EXPECT_ERROR(scaled_dot_product_attention(q, k, v, ones({3, 5}, TensorOptions().dtype(kBool)), 0.0, true),
+               "Explicit attn_mask should not be set when is_causal=True");
+  EXPECT_ERROR(scaled_dot_product_attention(q, randn({2, 5, 3}), v), "query and key must have the same embedding size");
+  EXPECT_ERROR(scaled_dot_product_attention(q, k, randn({2, 4, 3})), "key and value must have the same sequence length");
+  EXPECT_ERROR(scaled_dot_product_attention(q, k, v.to(kFloat64)), "Expected query, key, and value to have the same dtype");
+}
+
+TEST(MultiheadAttention, MatchesPyTorchWithMasksAndWeights) {
+  nn::MultiheadAttention mha(8, 2, {.batch_first = true});
+  EXPECT_EQ(mha.state_dict().keys(), ref::mha_keys);
+  load_formula(mha);
+  const Tensor x = formula({2, 4, 8}, 1), memory = formula({2, 5, 8}, 2);
+  const Tensor padding = tensor({{false, false, false, true, true}, {false, false, false, false, false}});
+  const Tensor not_allowed = remainders(4, 5, 3).eq(2);
+  const auto [out, weights] = mha.forward(x, memory, memory, padding, true, not_allowed);
+  EXPECT_EQ(weights.sizes(), IntArrayRef({2, 4, 5}));
+  expect_equals_reference(out, ref::mha_output);
+  expect_equals_reference(weights, ref::mha_weights);
+  const auto [self, per_head] = mha.forward(x, x, x, {}, true, {}, /*average_attn_weights=*/false);
+  expect_equals_reference(self, ref::mha_self_output);
+  expect_equals_reference(per_head, ref::mha_self_weights_per_head);
+  // Without weights the fused op computes the same output.
+  const auto [fused, none] = mha.forward(x, memory, memory, padding, false, not_allowed);
+  EXPECT_FALSE(none.defined());
+  expect_equals_reference(fused, ref::mha_output);
+}
+
+TEST(MultiheadAttention, UnbatchedInputAndGradcheck) {
+  manual_seed(0);
+  nn::MultiheadAttention mha(6, 3);
+  mha.to(kFloat64);
+  const Tensor x = randn({4, 6}, kF64.requires_grad(true));
+  const auto [out, weights] = mha.forward(x, x, x);
+  EXPECT_EQ(out.sizes(), IntArrayRef({4, 6}));
+  EXPECT_EQ(weights.sizes(), IntArrayRef({4, 4}));
+  const Tensor seq = randn({3, 2, 6}, kF64.requires_grad(true));
+  const Tensor causal = nn::generate_square_subsequent_mask(3, kF64);
+  EXPECT_TRUE(autograd::gradcheck(
+      [&](const TensorList& in) { return std::get<0>(mha.forward(in[0], in[0], in[0], {}, false, causal)); }, {seq}));
+}
+
+TEST(MultiheadAttention, BadShapesGetPyTorchsErrors) {
+  EXPECT_ERROR(nn::MultiheadAttention(10, 3), "embed_dim must be divisible by num_heads");
+  nn::MultiheadAttention mha(8, 2);
+  const Tensor x = randn({4, 2, 8});
+  EXPECT_ERROR(mha.forward(x, x, x, {}, true, ones({3, 4}, TensorOptions().dtype(kBool))),
+               "The shape of the 2D attn_mask is [3, 4], but should be (4, 4).");
+  EXPECT_ERROR(mha.forward(x, x, x, {}, true, ones({2, 4, 4}, TensorOptions().dtype(kBool))),
+               "The shape of the 3D attn_mask is [2, 4, 4], but should be (4, 4, 4).");
+  EXPECT_ERROR(mha.forward(x, x, x, {}, true, ones({4, 4}, TensorOptions().dtype(kInt64))),
+               "Only float, byte, and bool types are supported for attn_mask");
+  EXPECT_ERROR(mha.forward(x, x, x, ones({2, 3}, TensorOptions().dtype(kBool))),
+               "expecting key_padding_mask shape of (2, 4), but got [2, 3]");
+  EXPECT_ERROR(mha.forward(randn({1, 4, 2, 8}), x, x), "query should be unbatched 2D or batched 3D tensor");
+}
+
+TEST(TransformerEncoder, MatchesPyTorchPostNormAndPreNorm) {
+  nn::TransformerEncoderLayerOptions o{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.0,
+                                       .batch_first = true};
+  nn::TransformerEncoder post(o, 2);
+  EXPECT_EQ(post.state_dict().keys(), ref::encoder_keys);
+  load_formula(post);
+  post.eval();
+  const Tensor mask = nn::generate_square_subsequent_mask(4, kF64);
+  expect_equals_reference(post.forward(formula({2, 4, 8}, 1), mask), ref::encoder_postnorm, 1e-12);
+  o.norm_first = true;
+  o.activation = "gelu";
+  nn::TransformerEncoder pre(o, 2);
+  load_formula(pre);
+  pre.eval();
+  expect_equals_reference(pre.forward(formula({2, 4, 8}, 1), mask), ref::encoder_prenorm, 1e-12);
+}
+
+TEST(TransformerEncoder, GradcheckThroughALayerWithPadding) {
+  manual_seed(0);
+  nn::TransformerEncoderLayer layer({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0});
+  layer.to(kFloat64);
+  const Tensor x = randn({3, 2, 4}, kF64.requires_grad(true));
+  const Tensor padding = tensor({{false, false, true}, {false, false, false}});
+  EXPECT_TRUE(autograd::gradcheck([&](const TensorList& in) { return layer.forward(in[0], {}, padding); }, {x}));
+  EXPECT_ERROR(nn::TransformerEncoderLayer({.d_model = 4, .nhead = 2, .activation = "tanh"}),
+               "activation should be relu/gelu, not tanh");
+}
+
+}  // namespace
+}  // namespace kiln
