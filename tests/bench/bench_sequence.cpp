@@ -1,0 +1,118 @@
+// tests/bench/bench_sequence.cpp — sequence layers' training steps beside the matrix products
+// they cannot avoid, done directly in Eigen on preallocated buffers in the same binary:
+//   - an LSTM layer (batch 64, sequence 128, input 128, hidden 256; forward and backward through
+//     time): the input projections of the whole sequence (one GEMM), the recurrent product per
+//     step, and their gradients (issue target: within 1.3x its GEMMs);
+//   - multi-head self-attention (batch 32, sequence 256, width 256, 4 heads; forward and
+//     backward, no weights returned): the in and out projections, scores and weighted sums per
+//     head, and their gradients (target: within 1.5x).
+// Counter x_gemms = step time / GEMM time.
+//   build/tests/bench/bench_sequence
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Dense>
+
+#include <chrono>
+#include <vector>
+
+#include "kiln.h"
+
+namespace {
+
+using namespace kiln;
+
+constexpr std::int64_t kBatch = 64, kSeq = 128, kInput = 128, kHidden = 256;
+
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+struct Gemm {
+  Mat a, b, c;
+  int repeats;
+};
+
+Gemm product(Eigen::Index m, Eigen::Index k, Eigen::Index n, int repeats) {
+  return Gemm{Mat::Random(m, k), Mat::Random(k, n), Mat(m, n), repeats};
+}
+
+/// Seconds for one pass over `gemms` (the mean of three).
+double seconds_of(std::vector<Gemm>& gemms) {
+  Eigen::setNbThreads(get_num_threads());
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 3; ++r) {
+    for (Gemm& m : gemms) {
+      for (int i = 0; i < m.repeats; ++i) m.c.noalias() = m.a * m.b;
+    }
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 3;
+}
+
+double lstm_gemm_seconds() {
+  const Eigen::Index tb = kBatch * kSeq, g = 4 * kHidden;
+  std::vector<Gemm> gemms;
+  gemms.push_back(product(tb, kInput, g, 1));          // input projections, whole sequence
+  gemms.push_back(product(kBatch, kHidden, g, kSeq));  // W_hh h, per step
+  gemms.push_back(product(tb, g, kInput, 1));          // gradient of the input
+  gemms.push_back(product(g, tb, kInput, 1));          // gradient of W_ih
+  gemms.push_back(product(kBatch, g, kHidden, kSeq));  // gradient of h, per step
+  gemms.push_back(product(g, tb, kHidden, 1));         // gradient of W_hh, all steps at once
+  return seconds_of(gemms);
+}
+
+constexpr std::int64_t kAttnBatch = 32, kAttnSeq = 256, kWidth = 256, kHeads = 4;
+
+double attention_gemm_seconds() {
+  const Eigen::Index bt = kAttnBatch * kAttnSeq, hd = kWidth / kHeads;
+  const int per_head = static_cast<int>(kAttnBatch * kHeads);
+  std::vector<Gemm> gemms;
+  gemms.push_back(product(bt, kWidth, 3 * kWidth, 1));          // q, k, v projections
+  gemms.push_back(product(kAttnSeq, hd, kAttnSeq, per_head));    // scores q kᵀ
+  gemms.push_back(product(kAttnSeq, kAttnSeq, hd, per_head));    // weights v
+  gemms.push_back(product(bt, kWidth, kWidth, 1));              // out projection
+  gemms.push_back(product(bt, kWidth, kWidth, 2));              // its gradients (input, weight)
+  gemms.push_back(product(kAttnSeq, hd, kAttnSeq, per_head));    // d(weights) = dO vᵀ
+  gemms.push_back(product(kAttnSeq, kAttnSeq, hd, per_head * 3)); // dV, dQ, dK
+  gemms.push_back(product(bt, 3 * kWidth, kWidth, 2));          // in-projection gradients
+  return seconds_of(gemms);
+}
+
+void BM_LstmGemmsOnly(benchmark::State& state) {
+  double seconds = 0;
+  for (auto _ : state) seconds = lstm_gemm_seconds();
+  state.counters["gemm_ms"] = seconds * 1e3;
+}
+BENCHMARK(BM_LstmGemmsOnly)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+
+void BM_LstmStep(benchmark::State& state) {
+  manual_seed(0);
+  nn::LSTM lstm(kInput, kHidden);
+  const Tensor x = randn({kSeq, kBatch, kInput});
+  auto step = [&] {
+    lstm.zero_grad();
+    std::get<0>(lstm.forward(x)).sum().backward();
+  };
+  step();
+  for (auto _ : state) step();
+  const double gemms = lstm_gemm_seconds();
+  state.counters["gemm_ms"] = gemms * 1e3;
+  state.counters["x_gemms"] =
+      benchmark::Counter(gemms, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_LstmStep)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_AttentionStep(benchmark::State& state) {
+  manual_seed(0);
+  nn::MultiheadAttention attention(kWidth, kHeads, {.batch_first = true});
+  const Tensor x = randn({kAttnBatch, kAttnSeq, kWidth});
+  auto step = [&] {
+    attention.zero_grad();
+    std::get<0>(attention.forward(x, x, x, {}, /*need_weights=*/false)).sum().backward();
+  };
+  step();
+  for (auto _ : state) step();
+  const double gemms = attention_gemm_seconds();
+  state.counters["gemm_ms"] = gemms * 1e3;
+  state.counters["x_gemms"] =
+      benchmark::Counter(gemms, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_AttentionStep)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
