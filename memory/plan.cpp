@@ -501,6 +501,7 @@ BatchSearch max_batch(nn::Module& model, const TensorSpec& input, const TensorSp
   search.budget = budget > 0 ? budget : default_budget(options.device);
   PlanOptions bounded = options;
   bounded.capacity = search.budget;
+  // Only a batch that fits raises `good`, so the last plan that fit is always the plan at `good`.
   std::optional<MemoryPlan> at_fit;
   auto fits = [&](std::int64_t batch) {
     ++search.plans;
@@ -527,7 +528,7 @@ BatchSearch max_batch(nn::Module& model, const TensorSpec& input, const TensorSp
     }
   }
   search.batch = good;
-  if (good > 0) search.plan = plan(model, with_batch(input, good), with_batch(target, good), make_optimizer, bounded);
+  if (at_fit) search.plan = std::move(*at_fit);
   return search;
 }
 
