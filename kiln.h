@@ -31,6 +31,7 @@
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/functions/rnn.h"
 #include "autograd/functions/triangular.h"
 #include "autograd/gradcheck.h"
 #include "autograd/grad_mode.h"

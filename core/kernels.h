@@ -103,6 +103,21 @@ struct PoolKernels {
   Forward forward = nullptr;
   Backward backward = nullptr;
 };
+// One LSTM time step over a batch, fused (Note [The fused LSTM layer] in
+// autograd/functions/rnn.cpp). Every tensor is contiguous, [B, 4H] or [B, H], of one floating
+// dtype. Gate order i, f, g, o.
+struct LstmCellKernels {
+  // gates = (σ, σ, tanh, σ) of recurrent + projected; c = f c_prev + i g; h = o tanh(c).
+  using Forward = void (*)(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,
+                           const Tensor& projected, const Tensor& c_prev);
+  // grad_gates = the gradient of the pre-activations. grad_c holds dL/dc on entry and dL/dc_prev
+  // on return; grad_h is dL/dh from the next step, plus grad_output (undefined: none) from the
+  // layer's output at this step.
+  using Backward = void (*)(const Tensor& grad_gates, const Tensor& grad_c, const Tensor& grad_h,
+                            const Tensor& grad_output, const Tensor& gates, const Tensor& c, const Tensor& c_prev);
+  Forward forward = nullptr;
+  Backward backward = nullptr;
+};
 // Fills self with random values; a and b are the distribution's parameters.
 using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
 // One fused Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq with
@@ -136,6 +151,7 @@ struct BackendKernels {
   ConvKernels conv2d{};
   BatchNormKernels batch_norm{};
   PoolKernels pool2d{};
+  LstmCellKernels lstm_cell{};
   /// Which op families take the op kernels by default (core/backends.h), by backends::OpFamily.
   std::array<bool, static_cast<std::size_t>(backends::OpFamily::kCount)> prefers_op_kernels{};
   RandomKernel random = nullptr;

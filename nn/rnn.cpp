@@ -6,6 +6,7 @@
 
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
+#include "autograd/functions/rnn.h"
 #include "core/creation.h"
 #include "core/warning.h"
 #include "nn/init.h"
@@ -22,12 +23,6 @@ Tensor simple_step(const Tensor& x, const Tensor& h, const Tensor& w_hh, const T
   return relu ? pre.relu() : pre.tanh();
 }
 
-std::pair<Tensor, Tensor> lstm_step(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& w_hh,
-                                    const Tensor& b_hh) {
-  const TensorList gates = (linear(h, w_hh, b_hh) + x).chunk(4, 1);  // i, f, g, o
-  const Tensor c_next = gates[1].sigmoid() * c + gates[0].sigmoid() * gates[2].tanh();
-  return {gates[3].sigmoid() * c_next.tanh(), c_next};
-}
 
 Tensor gru_step(const Tensor& x, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh) {
   const TensorList xs = x.chunk(3, 1);                        // r, z, n of the input
@@ -155,25 +150,28 @@ std::pair<Tensor, TensorList> RNNBase::run(const Tensor& input, const TensorList
       Tensor* const* w = &weights_[static_cast<std::size_t>(index * per_direction)];
       const Tensor& w_hh = *w[1];
       const Tensor b_ih = options.bias ? *w[2] : Tensor(), b_hh = options.bias ? *w[3] : Tensor();
+      Tensor h = initial[0].select(0, index);
+      if (mode == Mode::Lstm) {
+        // One matrix product for the whole sequence's input projections, both biases added
+        // there; the recurrence is one op (Note [The fused LSTM layer]).
+        const Tensor projected = linear(x, *w[0], options.bias ? b_ih + b_hh : Tensor());
+        const TensorList out = lstm_layer(projected, h, initial[1].select(0, index), w_hh, direction == 1);
+        outputs.push_back(out[0]);
+        h_n.push_back(out[1]);
+        c_n.push_back(out[2]);
+        continue;
+      }
       // One matrix product for the whole sequence's input projections.
       const Tensor projected = linear(x, *w[0], b_ih);
-      Tensor h = initial[0].select(0, index);
-      Tensor c = mode == Mode::Lstm ? initial[1].select(0, index) : Tensor();
       TensorList out(static_cast<std::size_t>(steps));
       for (std::int64_t s = 0; s < steps; ++s) {
         const std::int64_t t = direction == 0 ? s : steps - 1 - s;
         const Tensor xt = projected.select(0, t);
-        switch (mode) {
-          case Mode::RnnTanh:
-          case Mode::RnnRelu: h = simple_step(xt, h, w_hh, b_hh, mode == Mode::RnnRelu); break;
-          case Mode::Lstm: std::tie(h, c) = lstm_step(xt, h, c, w_hh, b_hh); break;
-          case Mode::Gru: h = gru_step(xt, h, w_hh, b_hh); break;
-        }
+        h = mode == Mode::Gru ? gru_step(xt, h, w_hh, b_hh) : simple_step(xt, h, w_hh, b_hh, mode == Mode::RnnRelu);
         out[static_cast<std::size_t>(t)] = h;
       }
       outputs.push_back(steps > 0 ? stack(out, 0) : empty({0, input.sizes()[1], hidden_size}, input.options()));
       h_n.push_back(h);
-      if (mode == Mode::Lstm) c_n.push_back(c);
     }
     x = outputs.size() == 2 ? cat(outputs, 2) : outputs[0];
     if (options.dropout > 0 && is_training() && layer + 1 < options.num_layers) x = dropout(x, options.dropout, true);
@@ -298,8 +296,9 @@ std::tuple<Tensor, Tensor> LSTMCell::forward(const Tensor& input, const std::opt
   const auto [x, unbatched] = batched(input);
   Tensor h0, c0;
   if (hx) std::tie(h0, c0) = *hx;
-  const auto [h, c] = lstm_step(linear(x, weight_ih, bias_ih), state(h0, x, unbatched, "hx"),
-                                state(c0, x, unbatched, "cx"), weight_hh, bias_hh);
+  const auto [h, c] = lstm_cell_from_gates(linear(x, weight_ih, bias_ih) + linear(state(h0, x, unbatched, "hx"),
+                                                                                 weight_hh, bias_hh),
+                                           state(c0, x, unbatched, "cx"));
   if (unbatched) return {h.squeeze(0), c.squeeze(0)};
   return {h, c};
 }

@@ -31,8 +31,9 @@ namespace kiln::nn {
 // The input projections W_ih x_t + b_ih of a whole sequence are one matrix product before the
 // time loop; only W_hh h runs per step. Layer l > 0 reads the previous layer's output (both
 // directions concatenated), with dropout between layers in training. The reverse direction
-// runs the same recurrence from the last step to the first. Every step is made of
-// differentiable ops, so backward (through time) is autograd's.
+// runs the same recurrence from the last step to the first. The LSTM's recurrence is one op
+// (lstm_layer, Note [The fused LSTM layer]) whose backward goes through time on its own buffers;
+// RNN and GRU steps are differentiable ops, so their backward through time is autograd's.
 
 /// The arguments every recurrent layer shares (PyTorch's RNNBase).
 struct RNNOptions {

@@ -55,6 +55,10 @@ void pool2d_forward_kernel(const Tensor& out, const Tensor& input, const Im2ColG
 void pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& input,
                             const Tensor& output, const Im2ColGeometry& g, PoolMode mode);
 void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor& input, const Im2ColGeometry& g);
+void lstm_cell_forward_kernel(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,
+                              const Tensor& projected, const Tensor& c_prev);
+void lstm_cell_backward_kernel(const Tensor& grad_gates, const Tensor& grad_c, const Tensor& grad_h,
+                               const Tensor& grad_output, const Tensor& gates, const Tensor& c, const Tensor& c_prev);
 void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
 void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const AdamStep& step);

@@ -44,4 +44,19 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   return squeeze(bmm(unsqueeze(a, 0), unsqueeze(b, 0)), 0);
 }
 
+void mm_out(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const Device device = common_device({{"out", &out}, {"self", &a}, {"mat2", &b}});
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected matrices, got ", a.dim(), "-D and ", b.dim(), "-D tensors");
+  KILN_CHECK(a.sizes()[1] == b.sizes()[0], msg::mm_shapes(a.sizes(), b.sizes()));
+  check_same_dtype(a, b);
+  KILN_CHECK(out.sizes() == IntArrayRef({a.sizes()[0], b.sizes()[1]}) && out.dtype() == a.dtype() &&
+                 out.is_contiguous(),
+             "mm_out: expected a contiguous ", scalar_type_name(a.dtype()), " out of size [", a.sizes()[0], ", ",
+             b.sizes()[1], "], got ", scalar_type_name(out.dtype()), " ", out.sizes());
+  if ((!has_data(device) && !plans_cpu_kernels(device)) || out.numel() == 0) return;
+  require_kernel(kernels_for(route_device_type(device)).bmm, "mm", device)(unsqueeze(out, 0), unsqueeze(a, 0),
+                                                                           unsqueeze(b, 0));
+  out.impl()->storage()->bump_version();
+}
+
 }  // namespace kiln::ops

@@ -13,5 +13,8 @@ Tensor mm(const Tensor& a, const Tensor& b);
 /// [B, n, k] @ [B, k, m] -> [B, n, m]. A batch dim of stride 0 (an expanded operand) is read
 /// without being materialised.
 Tensor bmm(const Tensor& a, const Tensor& b);
+/// out = a @ b into an existing contiguous out [n, m] of a's dtype and device (torch.mm's
+/// out=): a recurrence's per-step product without a fresh tensor per step.
+void mm_out(const Tensor& out, const Tensor& a, const Tensor& b);
 
 }  // namespace kiln::ops

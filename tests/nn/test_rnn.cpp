@@ -138,6 +138,71 @@ TEST(Rnn, GradcheckThroughTimeInFloat64) {
       {x}));
 }
 
+/// The LSTM recurrence as differentiable ops, one step at a time: what the fused layer replaces.
+TensorList lstm_step_by_step(const Tensor& projected, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
+                             bool reverse) {
+  const std::int64_t steps = projected.size(0);
+  Tensor h = h0, c = c0;
+  TensorList out(static_cast<std::size_t>(steps));
+  for (std::int64_t s = 0; s < steps; ++s) {
+    const std::int64_t t = reverse ? steps - 1 - s : s;
+    std::tie(h, c) = lstm_cell_from_gates(h.mm(w_hh.t()) + projected.select(0, t), c);
+    out[static_cast<std::size_t>(t)] = h;
+  }
+  return {stack(out, 0), h, c};
+}
+
+TEST(Rnn, FusedLstmLayerMatchesTheStepByStepOpsForwardAndBackward) {
+  manual_seed(3);
+  const TensorOptions f64 = TensorOptions().dtype(kFloat64).requires_grad(true);
+  for (const bool reverse : {false, true}) {
+    const Tensor projected = randn({6, 3, 20}, f64), h0 = randn({3, 5}, f64), c0 = randn({3, 5}, f64),
+                 w_hh = randn({20, 5}, f64);
+    const TensorList fused = lstm_layer(projected, h0, c0, w_hh, reverse);
+    ASSERT_EQ(fused[0].grad_fn()->name(), std::string("LstmLayerBackward0"));
+    const TensorList composed = lstm_step_by_step(projected, h0, c0, w_hh, reverse);
+    // A loss that reaches every output, with the output's gradient non-contiguous.
+    const Tensor weights = randn({3, 6, 5}, TensorOptions().dtype(kFloat64)).transpose(0, 1);
+    auto loss = [&](const TensorList& o) { return (o[0] * weights).sum() + o[1].pow(2).sum() + o[2].tanh().sum(); };
+    const TensorList inputs{projected, h0, c0, w_hh};
+    const TensorList grads_fused = autograd::grad(TensorList{loss(fused)}, inputs);
+    const TensorList grads_composed = autograd::grad(TensorList{loss(composed)}, inputs);
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(allclose(fused[i], composed[i], 1e-13, 1e-13)) << i;
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_TRUE(allclose(grads_fused[i], grads_composed[i], 1e-12, 1e-12)) << i;
+  }
+}
+
+TEST(Rnn, FusedLstmLayerIsTwiceDifferentiable) {
+  manual_seed(4);
+  const TensorOptions f64 = TensorOptions().dtype(kFloat64).requires_grad(true);
+  const TensorList inputs{randn({3, 2, 8}, f64), randn({2, 2}, f64), randn({2, 2}, f64), randn({8, 2}, f64)};
+  for (const bool reverse : {false, true}) {
+    auto fn = [&](const TensorList& in) {
+      const TensorList out = lstm_layer(in[0], in[1], in[2], in[3], reverse);
+      return out[0].sum() + out[2].pow(2).sum();
+    };
+    EXPECT_TRUE(autograd::gradcheck(fn, inputs));
+    EXPECT_TRUE(autograd::gradgradcheck(fn, inputs));
+  }
+}
+
+TEST(Rnn, LstmAllocatesNothingPerTimeStep) {
+  // Forward and backward of a longer sequence make exactly as many allocations as a shorter
+  // one: the buffers are per call, not per step.
+  manual_seed(5);
+  nn::LSTM lstm(8, 16, {.bidirectional = true});
+  auto allocations_for = [&](std::int64_t steps) {
+    const Tensor x = randn({steps, 4, 8});
+    lstm.zero_grad();
+    const std::int64_t before = cpu_allocator_stats().allocations;
+    const auto [out, state] = lstm.forward(x);
+    (out.sum() + std::get<1>(state).sum()).backward();
+    return cpu_allocator_stats().allocations - before;
+  };
+  allocations_for(4);  // first-call work (gradient buffers) out of the way
+  EXPECT_EQ(allocations_for(4), allocations_for(32));
+}
+
 TEST(Rnn, BadInputsGetPyTorchsErrors) {
   nn::LSTM lstm(3, 4, {.num_layers = 2});
   EXPECT_ERROR(lstm.forward(randn({2, 5, 3, 1})), "LSTM: Expected input to be 2D or 3D, got 4D input instead");

@@ -258,6 +258,22 @@ std::vector<OpInfo> build() {
        {{"causal", {F({1, 0, 0.5, -1}, {2, 2}), F({1, 0, 0, 1}, {2, 2}), F({1, 3}, {2, 1})},
          {1, 1.5143666305}, {2, 1}}},
        f64_f32(), true, {}});
+  // One LSTM layer, hidden size 1, two steps from h0 = 0.2, c0 = -0.4 (step by step:
+  // gates = projected[t] + w_hh h, c = σ(f) c + σ(i) tanh(g), h = σ(o) tanh(c)); the result is
+  // the outputs, then h_n and c_n.
+  for (const bool reverse : {false, true}) {
+    add({reverse ? "lstm_layer_reverse" : "lstm_layer",
+         [reverse](const TensorList& x) {
+           const TensorList out = lstm_layer(x[0], x[1], x[2], x[3], reverse);
+           return cat({out[0].reshape({-1}), out[1].reshape({-1}), out[2].reshape({-1})});
+         },
+         {{"2 steps", {F({0.5, -0.3, 0.8, 0.1, -0.2, 0.4, -0.6, 0.9}, {2, 1, 4}), F({0.2}, {1, 1}), F({-0.4}, {1, 1}),
+                       F({0.3, -0.5, 0.7, 0.2}, {4, 1})},
+           reverse ? std::vector<double>{0.0625250451, -0.2913406242, 0.0625250451, 0.1231127468}
+                   : std::vector<double>{0.1594548616, -0.0223479057, -0.0223479057, -0.0311587768},
+           {4}}},
+         f64_f32(), true, {}});
+  }
   add({"triu_tril", [](const TensorList& x) { return triu(x[0], 1) + tril(x[0], -1) * 10; },
        // [[1,2,3],[4,5,6]]: above the diagonal 2, 3, 6; below it 4 (times 10)
        {{"2x3", {F(k23, {2, 3})}, {0, 2, 3, 40, 0, 6}, {2, 3}}}, num(), true, {}});
