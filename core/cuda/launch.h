@@ -87,6 +87,14 @@ bool launch_max_pool2d(DType dtype, char* values, std::int64_t* indices, const c
 bool launch_random(DType dtype, char* out, std::int64_t n, RandomKind kind, double a, double b, std::uint64_t seed,
                    std::uint64_t offset, StreamHandle stream);
 
+/// One fused LSTM step (core/cuda/rnn.cu): gates [B, 4H], the rest [B, H], all contiguous;
+/// grad_output may be null.
+bool launch_lstm_cell_forward(DType dtype, char* gates, char* c, char* h, const char* recurrent, const char* projected,
+                              const char* c_prev, std::int64_t batch, std::int64_t hidden, StreamHandle stream);
+bool launch_lstm_cell_backward(DType dtype, char* grad_gates, char* grad_c, const char* grad_h, const char* grad_output,
+                               const char* gates, const char* c, const char* c_prev, std::int64_t batch,
+                               std::int64_t hidden, StreamHandle stream);
+
 bool launch_adam(DType dtype, char* param, const char* grad, char* exp_avg, char* exp_avg_sq, char* max_exp_avg_sq,
                  std::int64_t n, const AdamStep& step, StreamHandle stream);
 

@@ -351,6 +351,25 @@ void adam(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const 
           "adam", param.dtype());
 }
 
+void lstm_cell_forward(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,
+                       const Tensor& projected, const Tensor& c_prev) {
+  OnDevice on(h);
+  require(launch_lstm_cell_forward(h.dtype(), static_cast<char*>(gates.raw_data_ptr()), static_cast<char*>(c.raw_data_ptr()),
+                                   static_cast<char*>(h.raw_data_ptr()), cdata(recurrent), cdata(projected), cdata(c_prev),
+                                   h.sizes()[0], h.sizes()[1], on.stream()),
+          "lstm_cell", h.dtype());
+}
+
+void lstm_cell_backward(const Tensor& grad_gates, const Tensor& grad_c, const Tensor& grad_h, const Tensor& grad_output,
+                        const Tensor& gates, const Tensor& c, const Tensor& c_prev) {
+  OnDevice on(c);
+  require(launch_lstm_cell_backward(c.dtype(), static_cast<char*>(grad_gates.raw_data_ptr()),
+                                    static_cast<char*>(grad_c.raw_data_ptr()), cdata(grad_h),
+                                    grad_output.defined() ? cdata(grad_output) : nullptr, cdata(gates), cdata(c),
+                                    cdata(c_prev), c.sizes()[0], c.sizes()[1], on.stream()),
+          "lstm_cell_backward", c.dtype());
+}
+
 void unscale(const Tensor& grad, double inv_scale, const Tensor& found_inf) {
   OnDevice on(grad);
   if (grad.numel() == 0) return;
@@ -386,6 +405,7 @@ void register_kernels(BackendKernels& t) {
   t.pool2d = {&cudnn_pool2d_forward, &cudnn_pool2d_backward};
   t.prefers_op_kernels.fill(true);
   t.random = &random;
+  t.lstm_cell = {&lstm_cell_forward, &lstm_cell_backward};
   t.adam = &adam;
   t.unscale = &unscale;
 }
