@@ -159,19 +159,37 @@ struct TanhFn : Function<TanhFn> {
   }
 };
 
+// gelu_backward(grad, x) = grad · gelu'(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 and
+// phi(x) = exp(-x^2 / 2) / sqrt(2 pi):  d/dgrad = gelu'(x),  d/dx = grad · gelu''(x) with
+// gelu''(x) = 2 phi(x) + x phi'(x) = phi(x) (2 - x^2) (PyTorch's gelu_double_backward).
+struct GeluBackwardFn : Function<GeluBackwardFn> {
+  static constexpr const char* name = "GeluBackwardBackward0";
+  static Tensor forward(Context<GeluBackwardFn>& ctx, const Tensor& grad, const Tensor& x) {
+    ctx.save_for_backward({grad, x});
+    return ops::binary(BinaryOp::GeluBackward, grad, x);
+  }
+  static TensorList backward(Context<GeluBackwardFn>& ctx, const TensorList& g) {
+    const TensorList s = ctx.get_saved_variables();
+    const Tensor &grad = s[0], &x = s[1];
+    Tensor d_grad, d_x;
+    if (ctx.needs_input_grad(0)) d_grad = GeluBackwardFn::apply(g[0], x);
+    if (ctx.needs_input_grad(1)) {
+      const Tensor pdf = (x * x * -0.5).exp() * (1.0 / std::sqrt(2.0 * std::numbers::pi));
+      d_x = g[0] * grad * pdf * (2 - x * x);
+    }
+    return {d_grad, d_x};
+  }
+};
+
 struct GeluFn : Function<GeluFn> {
   static constexpr const char* name = "GeluBackward0";
   static Tensor forward(Context<GeluFn>& ctx, const Tensor& x) {
     ctx.save_for_backward({x});
     return ops::unary(UnaryOp::Gelu, x);
   }
-  // gelu(x) = x Phi(x)  =>  gelu'(x) = Phi(x) + x phi(x),
-  // Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+  // gelu(x) = x Phi(x)  =>  gelu'(x) = Phi(x) + x phi(x), one fused pass (GeluBackwardFn).
   static TensorList backward(Context<GeluFn>& ctx, const TensorList& g) {
-    const Tensor x = ctx.get_saved_variables()[0];
-    const Tensor cdf = 0.5 * (1 + (x * std::numbers::sqrt2 / 2).erf());
-    const Tensor pdf = (x * x * -0.5).exp() * (1.0 / std::sqrt(2.0 * std::numbers::pi));
-    return {g[0] * (cdf + x * pdf)};
+    return {GeluBackwardFn::apply(g[0], ctx.get_saved_variables()[0])};
   }
 };
 

@@ -46,6 +46,7 @@ std::array<BinaryKernel, static_cast<std::size_t>(BinaryOp::kCount)> binary_kern
       &binary_kernel<B::Maximum, Maximum, AllTypes>,
       &binary_kernel<B::Minimum, Minimum, AllTypes>,
       &binary_kernel<B::ThresholdBackward, ThresholdBackward, NumericTypes>,
+      &binary_kernel<B::GeluBackward, GeluBackward, FloatingTypes>,
       &binary_kernel<B::Eq, Eq, AllTypes>,
       &binary_kernel<B::Ne, Ne, AllTypes>,
       &binary_kernel<B::Lt, Lt, AllTypes>,

@@ -102,6 +102,7 @@ bool launch_binary(BinaryOp op, const Elementwise<3>& args, StreamHandle stream)
     case B::Minimum: return binary_with<B::Minimum, Minimum, AllTypes>(args, stream, "minimum_cuda");
     case B::ThresholdBackward:
       return binary_with<B::ThresholdBackward, ThresholdBackward, NumericTypes>(args, stream, "threshold_backward_cuda");
+    case B::GeluBackward: return binary_with<B::GeluBackward, GeluBackward, FloatTypes>(args, stream, "gelu_backward_cuda");
     case B::Eq: return binary_with<B::Eq, Eq, AllTypes>(args, stream, "eq_cuda");
     case B::Ne: return binary_with<B::Ne, Ne, AllTypes>(args, stream, "ne_cuda");
     case B::Lt: return binary_with<B::Lt, Lt, AllTypes>(args, stream, "lt_cuda");

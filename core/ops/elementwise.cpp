@@ -20,7 +20,7 @@ const char* op_name(UnaryOp op) {
 
 const char* op_name(BinaryOp op) {
   static constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum",
-                                          "minimum", "threshold_backward", "eq", "ne", "lt", "le",
+                                          "minimum", "threshold_backward", "gelu_backward", "eq", "ne", "lt", "le",
                                           "gt", "ge", "logical_and", "logical_or", "logical_xor"};
   static_assert(std::size(names) == static_cast<std::size_t>(BinaryOp::kCount));
   return names[static_cast<int>(op)];

@@ -111,7 +111,7 @@ std::vector<OpInfo> build() {
        fl(), true, {"tanh"}});
   add({"gelu", [](const TensorList& x) { return x[0].gelu(); },
        {{"basic", {F({-1.5, -0.5, 0.5, 2}, {4})}, {-0.1002108019, -0.1542687694, 0.3457312306, 1.9544997361}, {4}}},
-       fl(), true, {"gelu"}});
+       fl(), true, {"gelu", "gelu_backward"}});
   add({"erf", [](const TensorList& x) { return x[0].erf(); },
        {{"basic", {F({-1.5, -0.5, 0.5, 2}, {4})}, {-0.9661051465, -0.5204998778, 0.5204998778, 0.995322265}, {4}}},
        fl(), true, {"erf"}});
