@@ -97,12 +97,14 @@ TEST(Rnn, DropoutActsBetweenLayersOnlyInTraining) {
   nn::LSTM lstm(4, 6, {.num_layers = 3, .dropout = 0.5});
   const Tensor x = randn({7, 2, 4});
   lstm.eval();
+  // Equal up to the GEMM's rounding: on a busy machine the adaptive thread count may change
+  // between the two calls, and with it how the products are split.
   const Tensor a = std::get<0>(lstm.forward(x)), b = std::get<0>(lstm.forward(x));
-  EXPECT_TRUE(equal(a, b));
+  EXPECT_TRUE(allclose(a, b, 1e-5, 1e-6));
   lstm.train();
   manual_seed(1);
   const Tensor c = std::get<0>(lstm.forward(x));
-  EXPECT_FALSE(equal(a, c));
+  EXPECT_FALSE(allclose(a, c, 1e-2, 1e-2));
 }
 
 TEST(Rnn, GradcheckThroughTimeInFloat64) {
