@@ -110,6 +110,25 @@ TEST(MemoryPlan, BatchNormAndDropoutStepPeakEqualsTheMeasuredOne) {
   expect_matches(planned<NormalisedCnn>(input, adam()), measure<NormalisedCnn>(input, adam()));
 }
 
+/// A sequence classifier on the fused LSTM layer: two bidirectional layers over [B, T, 12],
+/// the last step, a linear head.
+struct LstmClassifier : nn::Module {
+  std::shared_ptr<nn::LSTM> lstm;
+  std::shared_ptr<nn::Linear> head;
+  LstmClassifier() : Module("LstmClassifier") {
+    lstm = register_module("lstm", std::make_shared<nn::LSTM>(12, 24, nn::RNNOptions{.num_layers = 2,
+                                                                                      .batch_first = true,
+                                                                                      .bidirectional = true}));
+    head = register_module("head", std::make_shared<nn::Linear>(48, 10));
+  }
+  Tensor forward(const Tensor& x) override { return head->forward(std::get<0>(lstm->forward(x)).select(1, -1)); }
+};
+
+TEST(MemoryPlan, FusedLstmStepPeakEqualsTheMeasuredOne) {
+  const memory::TensorSpec input{{16, 20, 12}};
+  expect_matches(planned<LstmClassifier>(input, adam()), measure<LstmClassifier>(input, adam()));
+}
+
 TEST(MemoryPlan, LeavesTheModelAndItsTensorsAsTheyWere) {
   manual_seed(0);
   examples::Mlp model;
