@@ -1,0 +1,452 @@
+// examples/support/charlm.h — a character-level language model: the text as byte tokens, the
+// two models (a pre-norm Transformer encoder with a causal mask, or an LSTM), training for a
+// time or step budget with validation in bits per character, checkpoints that carry the
+// vocabulary and the model's shape, and sampling. Header-only, like training.h: the program is
+// examples/train_charlm.cpp, and tests/examples/test_charlm.cpp trains it on a small text.
+// Read next: examples/train_charlm.cpp.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numbers>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kiln.h"
+#include "training.h"
+
+namespace kiln::examples {
+
+/// Where Debian's `fortunes` package puts its text files (one per topic, fortunes between
+/// lines holding "%").
+inline std::string default_fortunes_root() { return "/usr/share/games/fortunes"; }
+
+/// The text of a file, or of every topic file in a folder (sorted by name; the fortune
+/// database's index files, *.dat, and the *.u8 links left out).
+inline std::string read_text(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  if (fs::is_directory(path)) {
+    for (const auto& entry : fs::directory_iterator(path)) {
+      if (entry.is_regular_file() && !entry.is_symlink() && !entry.path().has_extension()) {
+        files.push_back(entry.path());
+      }
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw std::runtime_error("no text files in '" + path + "'");
+  } else if (fs::is_regular_file(path)) {
+    files.push_back(path);
+  } else {
+    throw std::runtime_error("no text at '" + path + "' (install Debian's fortunes package, or pass --text FILE)");
+  }
+  std::string text;
+  for (const fs::path& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read '" + f.string() + "'");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text += ss.str();
+  }
+  return text;
+}
+
+/// The text as tokens: one per distinct byte, numbered in byte order.
+class CharVocabulary {
+ public:
+  CharVocabulary() = default;
+  explicit CharVocabulary(const std::string& text) {
+    std::vector<bool> seen(256, false);
+    for (unsigned char ch : text) seen[ch] = true;
+    for (int b = 0; b < 256; ++b) {
+      if (seen[static_cast<std::size_t>(b)]) bytes_.push_back(static_cast<unsigned char>(b));
+    }
+    index();
+  }
+  /// From the byte list a checkpoint stores ("10,32,33,...").
+  static CharVocabulary parse(const std::string& list) {
+    CharVocabulary v;
+    std::istringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) {
+      const int b = std::stoi(item);
+      if (b < 0 || b > 255) throw std::runtime_error("checkpoint vocabulary holds a byte out of range: " + item);
+      v.bytes_.push_back(static_cast<unsigned char>(b));
+    }
+    v.index();
+    return v;
+  }
+  std::string list() const {
+    std::string s;
+    for (unsigned char b : bytes_) {
+      if (!s.empty()) s.push_back(',');
+      s.append(std::to_string(b));
+    }
+    return s;
+  }
+  std::int64_t size() const { return static_cast<std::int64_t>(bytes_.size()); }
+  std::vector<std::int64_t> encode(const std::string& text) const {
+    std::vector<std::int64_t> ids;
+    ids.reserve(text.size());
+    for (unsigned char ch : text) {
+      const std::int64_t id = ids_[ch];
+      if (id < 0) {
+        std::string message = "the character '";
+        message.push_back(static_cast<char>(ch));
+        message.append("' (byte ").append(std::to_string(ch)).append(") is not in the model's vocabulary");
+        throw std::invalid_argument(message);
+      }
+      ids.push_back(id);
+    }
+    return ids;
+  }
+  char decode(std::int64_t id) const { return static_cast<char>(bytes_.at(static_cast<std::size_t>(id))); }
+
+ private:
+  void index() {
+    ids_.assign(256, -1);
+    for (std::size_t i = 0; i < bytes_.size(); ++i) ids_[bytes_[i]] = static_cast<std::int64_t>(i);
+  }
+  std::vector<unsigned char> bytes_;
+  std::vector<std::int64_t> ids_;
+};
+
+/// The model's shape; a checkpoint stores it beside the weights.
+struct CharModelShape {
+  std::string kind = "transformer";  // or "lstm"
+  std::int64_t vocab = 0;
+  std::int64_t context = 64;   // characters a prediction sees (the training window)
+  std::int64_t width = 128;    // embedding width (d_model)
+  std::int64_t layers = 2;
+  std::int64_t heads = 4;      // transformer
+  std::int64_t hidden = 256;   // LSTM hidden size
+  double dropout = 0.0;
+
+  std::map<std::string, std::string> metadata() const {
+    return {{"kind", kind},
+            {"vocab", std::to_string(vocab)},
+            {"context", std::to_string(context)},
+            {"width", std::to_string(width)},
+            {"layers", std::to_string(layers)},
+            {"heads", std::to_string(heads)},
+            {"hidden", std::to_string(hidden)},
+            {"dropout", std::to_string(dropout)}};
+  }
+  static CharModelShape from(const std::map<std::string, std::string>& m) {
+    auto get = [&](const char* key) -> const std::string& {
+      const auto it = m.find(key);
+      if (it == m.end()) throw std::runtime_error(std::string("not a train_charlm checkpoint: no '") + key + "'");
+      return it->second;
+    };
+    return {get("kind"),           std::stoll(get("vocab")),  std::stoll(get("context")),
+            std::stoll(get("width")), std::stoll(get("layers")), std::stoll(get("heads")),
+            std::stoll(get("hidden")), std::stod(get("dropout"))};
+  }
+};
+
+/// Tokens [B, T] -> next-token logits [B, T, vocab].
+class CharModel : public nn::Module {
+ public:
+  using Module::Module;
+  virtual std::int64_t context() const = 0;
+};
+
+/// Token and position embeddings, a pre-norm Transformer encoder under a causal mask (each
+/// position sees itself and the positions before it), a final LayerNorm and the output layer.
+class TransformerCharModel : public CharModel {
+ public:
+  explicit TransformerCharModel(const CharModelShape& s) : CharModel("TransformerCharModel"), context_(s.context) {
+    token = register_module("token", std::make_shared<nn::Embedding>(s.vocab, s.width));
+    position = register_module("position", std::make_shared<nn::Embedding>(s.context, s.width));
+    encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(
+                                             nn::TransformerEncoderLayerOptions{.d_model = s.width,
+                                                                                .nhead = s.heads,
+                                                                                .dim_feedforward = 4 * s.width,
+                                                                                .dropout = s.dropout,
+                                                                                .activation = "relu",
+                                                                                .batch_first = true,
+                                                                                .norm_first = true},
+                                             s.layers, /*final_norm=*/true));
+    head = register_module("head", std::make_shared<nn::Linear>(s.width, s.vocab));
+  }
+  Tensor forward(const Tensor& tokens) override {
+    const std::int64_t length = tokens.size(1);
+    const Tensor positions = arange(length, TensorOptions().dtype(kInt64).device(tokens.device()));
+    const Tensor x = token->forward(tokens) + position->forward(positions);
+    const Tensor mask = nn::generate_square_subsequent_mask(length, TensorOptions().device(tokens.device()));
+    return head->forward(encoder->forward(x, mask));
+  }
+  std::int64_t context() const override { return context_; }
+
+  std::shared_ptr<nn::Embedding> token, position;
+  std::shared_ptr<nn::TransformerEncoder> encoder;
+  std::shared_ptr<nn::Linear> head;
+
+ private:
+  std::int64_t context_;
+};
+
+/// Token embeddings, a (stacked) LSTM and the output layer.
+class LstmCharModel : public CharModel {
+ public:
+  explicit LstmCharModel(const CharModelShape& s) : CharModel("LstmCharModel"), context_(s.context) {
+    token = register_module("token", std::make_shared<nn::Embedding>(s.vocab, s.width));
+    lstm = register_module("lstm", std::make_shared<nn::LSTM>(s.width, s.hidden,
+                                                              nn::RNNOptions{.num_layers = s.layers,
+                                                                             .batch_first = true,
+                                                                             .dropout = s.layers > 1 ? s.dropout : 0.0}));
+    head = register_module("head", std::make_shared<nn::Linear>(s.hidden, s.vocab));
+  }
+  Tensor forward(const Tensor& tokens) override {
+    return head->forward(std::get<0>(lstm->forward(token->forward(tokens))));
+  }
+  std::int64_t context() const override { return context_; }
+
+  std::shared_ptr<nn::Embedding> token;
+  std::shared_ptr<nn::LSTM> lstm;
+  std::shared_ptr<nn::Linear> head;
+
+ private:
+  std::int64_t context_;
+};
+
+inline std::shared_ptr<CharModel> make_char_model(const CharModelShape& s) {
+  if (s.kind == "transformer") {
+    if (s.width % s.heads != 0) {
+      throw std::invalid_argument("--width " + std::to_string(s.width) + " must be divisible by --heads " +
+                                  std::to_string(s.heads));
+    }
+    return std::make_shared<TransformerCharModel>(s);
+  }
+  if (s.kind == "lstm") return std::make_shared<LstmCharModel>(s);
+  throw std::invalid_argument("unknown --model '" + s.kind + "' (transformer or lstm)");
+}
+
+struct CharLmConfig {
+  CharModelShape shape;
+  std::int64_t batch_size = 16;
+  double lr = 6e-3;              // AdamW's peak; warm-up, then a cosine decay to a tenth over the budget
+  std::int64_t warmup_steps = 50;
+  double weight_decay = 0.01;
+  double clip = 1.0;             // gradient norm
+  double seconds = 300;          // training budget (wall clock)
+  std::int64_t max_steps = 0;    // or a step budget (0: the time budget alone)
+  std::int64_t eval_every = 100; // steps between validations
+  std::int64_t eval_windows = 64;  // validation windows (context characters each)
+  double validation_fraction = 0.1;
+  std::uint64_t seed = 0;
+  Device device = kCPU;
+  std::string log;         // CSV: step,seconds,train_bpc,val_bpc
+  std::string checkpoint;  // safetensors, with the vocabulary and shape as metadata
+  bool quiet = false;
+};
+
+struct CharLmResult {
+  std::int64_t steps = 0;
+  double seconds = 0.0;
+  double final_val_bpc = 0.0;
+  std::vector<std::pair<std::int64_t, double>> val_bpc;  // (step, bits per character)
+};
+
+constexpr double kBitsPerNat = 1.0 / std::numbers::ln2;
+
+/// The text split in two: the first part trains, the last `validation_fraction` validates.
+struct CharCorpus {
+  CharVocabulary vocabulary;
+  std::vector<std::int64_t> train, validation;
+
+  CharCorpus(const std::string& text, double validation_fraction, std::int64_t context) : vocabulary(text) {
+    const std::vector<std::int64_t> ids = vocabulary.encode(text);
+    const auto cut = static_cast<std::size_t>(static_cast<double>(ids.size()) * (1.0 - validation_fraction));
+    train.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(cut));
+    validation.assign(ids.begin() + static_cast<std::ptrdiff_t>(cut), ids.end());
+    const auto need = static_cast<std::size_t>(context + 1);
+    if (train.size() < need || validation.size() < need) {
+      throw std::invalid_argument("the text is too short: " + std::to_string(text.size()) +
+                                  " characters leave fewer than context + 1 = " + std::to_string(need) +
+                                  " for training or validation");
+    }
+  }
+};
+
+/// Inputs and next-character targets [B, T] from windows starting at `starts` in `ids`.
+inline std::pair<Tensor, Tensor> windows(const std::vector<std::int64_t>& ids, const std::vector<std::size_t>& starts,
+                                         std::int64_t length, Device device) {
+  std::vector<std::int64_t> x, y;
+  x.reserve(starts.size() * static_cast<std::size_t>(length));
+  y.reserve(x.capacity());
+  for (std::size_t s : starts) {
+    x.insert(x.end(), ids.begin() + static_cast<std::ptrdiff_t>(s),
+             ids.begin() + static_cast<std::ptrdiff_t>(s) + length);
+    y.insert(y.end(), ids.begin() + static_cast<std::ptrdiff_t>(s) + 1,
+             ids.begin() + static_cast<std::ptrdiff_t>(s) + 1 + length);
+  }
+  const std::int64_t batch = static_cast<std::int64_t>(starts.size());
+  return {tensor(x, {batch, length}).to(device), tensor(y, {batch, length}).to(device)};
+}
+
+/// Mean cross-entropy of the next character, in bits, over `eval_windows` evenly spaced
+/// validation windows (eval mode, nothing recorded).
+inline double validation_bpc(CharModel& model, const CharCorpus& corpus, const CharLmConfig& c) {
+  NoGradGuard no_grad;
+  model.eval();
+  const std::int64_t length = model.context();
+  const std::size_t last = corpus.validation.size() - static_cast<std::size_t>(length) - 1;
+  const std::int64_t count = std::max<std::int64_t>(1, c.eval_windows);
+  double total = 0.0;
+  std::int64_t seen = 0;
+  for (std::int64_t first = 0; first < count; first += c.batch_size) {
+    std::vector<std::size_t> starts;
+    for (std::int64_t i = first; i < std::min(count, first + c.batch_size); ++i) {
+      starts.push_back(static_cast<std::size_t>(static_cast<double>(last) * static_cast<double>(i) /
+                                                static_cast<double>(std::max<std::int64_t>(count - 1, 1))));
+    }
+    const auto [x, y] = windows(corpus.validation, starts, length, c.device);
+    const Tensor logits = model.forward(x);
+    total += cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}), {}, -100, Reduction::Sum)
+                 .item<double>();
+    seen += y.numel();
+  }
+  model.train();
+  return total / static_cast<double>(seen) * kBitsPerNat;
+}
+
+/// Trains a new model on `text` for the configured budget, validating every `eval_every`
+/// steps and at the end; writes the log and the checkpoint when asked.
+inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const std::string& text, CharLmConfig c) {
+  manual_seed(c.seed);
+  const CharCorpus corpus(text, c.validation_fraction, c.shape.context);
+  c.shape.vocab = corpus.vocabulary.size();
+  std::shared_ptr<CharModel> model = make_char_model(c.shape);
+  model->to(c.device);
+  optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  std::ofstream log;
+  if (!c.log.empty()) {
+    log.open(c.log, std::ios::trunc);
+    if (!log) throw std::runtime_error("cannot write the log '" + c.log + "'");
+    log << "step,seconds,train_bpc,val_bpc\n";
+  }
+  if (!c.quiet) {
+    std::int64_t parameters = 0;
+    for (const Tensor& p : model->parameters()) parameters += p.numel();
+    std::printf("%s: %lld parameters, vocabulary %lld, %zu training and %zu validation characters\n",
+                c.shape.kind.c_str(), static_cast<long long>(parameters), static_cast<long long>(c.shape.vocab),
+                corpus.train.size(), corpus.validation.size());
+  }
+  std::mt19937_64 rng(c.seed);
+  std::uniform_int_distribution<std::size_t> start_of(0, corpus.train.size() - static_cast<std::size_t>(c.shape.context) - 1);
+  const auto begin = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(); };
+  CharLmResult result;
+  double train_sum = 0.0;
+  std::int64_t train_count = 0;
+  auto validate = [&](std::int64_t step) {
+    const double val = validation_bpc(*model, corpus, c);
+    const double train_bpc = train_count > 0 ? train_sum / static_cast<double>(train_count) : 0.0;
+    result.val_bpc.emplace_back(step, val);
+    if (log.is_open()) log << step << "," << elapsed() << "," << train_bpc << "," << val << "\n" << std::flush;
+    if (!c.quiet) {
+      std::printf("step %5lld  %6.1fs  train %.3f bpc  validation %.3f bpc  lr %.2e\n", static_cast<long long>(step),
+                  elapsed(), train_bpc, val, optimizer.param_groups()[0].options->lr);
+      std::fflush(stdout);
+    }
+    train_sum = 0.0;
+    train_count = 0;
+  };
+  std::int64_t step = 0;
+  Progress progress("train", static_cast<std::size_t>(c.eval_every));
+  while ((c.max_steps == 0 || step < c.max_steps) && (c.seconds <= 0 || elapsed() < c.seconds)) {
+    // Warm-up, then a cosine from the peak to a tenth of it over the budget (time or steps).
+    const double done = c.max_steps > 0 ? static_cast<double>(step) / static_cast<double>(c.max_steps)
+                                        : elapsed() / c.seconds;
+    const double warm = std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(std::max<std::int64_t>(c.warmup_steps, 1)));
+    optimizer.param_groups()[0].options->lr =
+        c.lr * warm * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(done, 1.0))));
+    std::vector<std::size_t> starts(static_cast<std::size_t>(c.batch_size));
+    for (std::size_t& s : starts) s = start_of(rng);
+    const auto [x, y] = windows(corpus.train, starts, c.shape.context, c.device);
+    const Tensor logits = model->forward(x);
+    const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+    optimizer.zero_grad();
+    loss.backward();
+    optim::clip_grad_norm_(model->parameters(), c.clip);
+    optimizer.step();
+    ++step;
+    const double nats = loss.item<double>(), bpc = nats * kBitsPerNat;
+    train_sum += bpc;
+    ++train_count;
+    if (!c.quiet) {
+      progress.update(static_cast<std::size_t>((step - 1) % c.eval_every + 1), nats,
+                      static_cast<std::size_t>(step * c.batch_size * c.shape.context));
+    }
+    if (step % c.eval_every == 0) {
+      if (!c.quiet) progress.finish();
+      validate(step);
+    }
+  }
+  if (step % c.eval_every != 0 || step == 0) validate(step);
+  result.steps = step;
+  result.seconds = elapsed();
+  result.final_val_bpc = result.val_bpc.back().second;
+  if (!c.checkpoint.empty()) {
+    std::map<std::string, std::string> metadata = c.shape.metadata();
+    metadata["vocabulary"] = corpus.vocabulary.list();
+    model->to(kCPU);
+    save(c.checkpoint, model->state_dict(), metadata);
+    model->to(c.device);
+    if (!c.quiet) std::printf("wrote %s\n", c.checkpoint.c_str());
+  }
+  return {model, result};
+}
+
+/// A model and its vocabulary from a train_charlm checkpoint.
+inline std::pair<std::shared_ptr<CharModel>, CharVocabulary> load_charlm(const std::string& path, Device device) {
+  const std::map<std::string, std::string> metadata = load_safetensors_metadata(path);
+  const CharModelShape shape = CharModelShape::from(metadata);
+  const auto vocabulary = metadata.find("vocabulary");
+  if (vocabulary == metadata.end()) throw std::runtime_error("not a train_charlm checkpoint: no 'vocabulary'");
+  CharVocabulary v = CharVocabulary::parse(vocabulary->second);
+  if (v.size() != shape.vocab) {
+    throw std::runtime_error("checkpoint's vocabulary has " + std::to_string(v.size()) + " characters, its model " +
+                             std::to_string(shape.vocab));
+  }
+  std::shared_ptr<CharModel> model = make_char_model(shape);
+  model->load_state_dict(load(path));
+  model->to(device);
+  return {model, v};
+}
+
+/// `count` characters after `prompt`, each drawn from softmax(logits / temperature) given the
+/// last `context` characters. Deterministic for a seed.
+inline std::string generate(CharModel& model, const CharVocabulary& vocabulary, const std::string& prompt,
+                            std::int64_t count, double temperature, std::uint64_t seed, Device device = kCPU) {
+  if (!(temperature > 0)) throw std::invalid_argument("--temperature must be positive, got " + std::to_string(temperature));
+  if (count < 0) throw std::invalid_argument("--generate must not be negative");
+  std::vector<std::int64_t> ids = vocabulary.encode(prompt.empty() ? std::string(1, vocabulary.decode(0)) : prompt);
+  NoGradGuard no_grad;
+  model.eval();
+  std::mt19937_64 rng(seed);
+  std::string out;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::size_t take = std::min(ids.size(), static_cast<std::size_t>(model.context()));
+    const std::vector<std::int64_t> window(ids.end() - static_cast<std::ptrdiff_t>(take), ids.end());
+    const Tensor x = tensor(window, {1, static_cast<std::int64_t>(take)}).to(device);
+    const Tensor last = model.forward(x).select(1, static_cast<std::int64_t>(take) - 1).squeeze(0);
+    const Tensor probabilities = (last.to(kFloat64) / temperature).softmax(0).to(kCPU).contiguous();
+    const double* p = probabilities.data_ptr<double>();
+    std::discrete_distribution<std::int64_t> draw(p, p + probabilities.numel());
+    const std::int64_t next = draw(rng);
+    ids.push_back(next);
+    out += vocabulary.decode(next);
+  }
+  model.train();
+  return out;
+}
+
+}  // namespace kiln::examples

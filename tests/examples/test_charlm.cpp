@@ -1,0 +1,116 @@
+// tests/examples/test_charlm.cpp — train_charlm's pieces on a small text (seconds, not
+// minutes): both models learn a text with structure far below the uniform guess, a checkpoint
+// brings back the same model and samples, and bad inputs get clear errors. The 5-minute run
+// on the fortunes text is an example (README), not a test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "../../examples/support/charlm.h"
+
+namespace kiln::examples {
+namespace {
+
+/// A text whose next character is mostly predictable: words from a small list, in a seeded
+/// order, separated by spaces and newlines.
+std::string small_text() {
+  const std::vector<std::string> words{"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far"};
+  std::mt19937 rng(7);
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += words[rng() % words.size()] + (i % 9 == 8 ? "\n" : " ");
+  return text;
+}
+
+CharLmConfig quick(const std::string& kind) {
+  CharLmConfig c;
+  c.shape = {.kind = kind, .context = 32, .width = 32, .layers = 1, .heads = 2, .hidden = 48};
+  c.batch_size = 16;
+  c.lr = 1e-2;
+  c.warmup_steps = 5;
+  c.seconds = 0;
+  c.max_steps = 120;
+  c.eval_every = 60;
+  c.eval_windows = 32;
+  c.quiet = true;
+  return c;
+}
+
+TEST(CharLm, BothModelsLearnTheTextFarBelowTheUniformGuess) {
+  const std::string text = small_text();
+  const double uniform = std::log2(static_cast<double>(CharVocabulary(text).size()));  // 14 characters
+  for (const std::string kind : {"transformer", "lstm"}) {
+    const auto [model, result] = train_charlm(text, quick(kind));
+    ASSERT_EQ(result.steps, 120) << kind;
+    ASSERT_EQ(result.val_bpc.size(), 2u) << kind;
+    EXPECT_LT(result.val_bpc.back().second, result.val_bpc.front().second) << kind;
+    // Words of 1-3 letters from ten: the first letter carries most of the surprise.
+    EXPECT_LT(result.final_val_bpc, 0.55 * uniform) << kind << ": " << result.final_val_bpc;
+  }
+}
+
+TEST(CharLm, ACheckpointBringsBackTheModelItsVocabularyAndItsSamples) {
+  const std::string text = small_text();
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kiln_test_charlm.safetensors";
+  CharLmConfig c = quick("transformer");
+  c.max_steps = 20;
+  c.checkpoint = path.string();
+  const auto [model, result] = train_charlm(text, c);
+  const auto [loaded, vocabulary] = load_charlm(path.string(), kCPU);
+  EXPECT_EQ(vocabulary.list(), CharVocabulary(text).list());
+  const CharCorpus corpus(text, c.validation_fraction, c.shape.context);
+  EXPECT_DOUBLE_EQ(validation_bpc(*loaded, corpus, c), result.final_val_bpc);
+  const std::string a = generate(*model, vocabulary, "the ", 40, 0.8, 3);
+  EXPECT_EQ(a.size(), 40u);
+  EXPECT_EQ(generate(*loaded, vocabulary, "the ", 40, 0.8, 3), a);  // same weights, same seed
+  for (char ch : a) EXPECT_NE(text.find(ch), std::string::npos);   // only the text's characters
+  std::filesystem::remove(path);
+}
+
+TEST(CharLm, BadInputsGetClearErrors) {
+  const std::string text = small_text();
+  const CharVocabulary vocabulary(text);
+  EXPECT_THROW(
+      {
+        try {
+          vocabulary.encode("the Zebra");
+        } catch (const std::invalid_argument& e) {
+          EXPECT_NE(std::string(e.what()).find("'Z'"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      std::invalid_argument);
+  CharLmConfig c = quick("transformer");
+  c.shape.kind = "gru";
+  EXPECT_THROW(train_charlm(text, c), std::invalid_argument);
+  c = quick("transformer");
+  c.shape.heads = 5;  // 32 is not divisible by 5
+  EXPECT_THROW(train_charlm(text, c), std::invalid_argument);
+  EXPECT_THROW(train_charlm("too short", quick("lstm")), std::invalid_argument);
+  EXPECT_THROW(read_text("/nonexistent/kiln/text"), std::runtime_error);
+  const auto [model, result] = train_charlm(text, [] {
+    CharLmConfig q = quick("lstm");
+    q.max_steps = 1;
+    return q;
+  }());
+  EXPECT_THROW(generate(*model, vocabulary, "the", 5, 0.0, 0), std::invalid_argument);
+  // A safetensors file without the model's metadata is not a train_charlm checkpoint.
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kiln_test_not_charlm.safetensors";
+  save(path.string(), model->state_dict());
+  EXPECT_THROW(load_charlm(path.string(), kCPU), std::runtime_error);
+  std::filesystem::remove(path);
+}
+
+TEST(CharLm, ReadsTheFortunesPackageWhenInstalled) {
+  if (!std::filesystem::is_directory(default_fortunes_root())) {
+    GTEST_SKIP() << "Debian's fortunes package is not installed (scripts/setup.sh fortunes)";
+  }
+  const std::string text = read_text(default_fortunes_root());
+  EXPECT_GT(text.size(), 1'000'000u);
+  EXPECT_NE(text.find("\n%\n"), std::string::npos);  // the fortunes' separator
+  EXPECT_GT(CharVocabulary(text).size(), 90);
+}
+
+}  // namespace
+}  // namespace kiln::examples
