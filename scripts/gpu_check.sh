@@ -68,7 +68,7 @@ run_example() {  # name, seconds, arguments...
     return
   fi
   if timeout "$limit" "build-gpu/examples/$name" "$@" >"$out/$name.log" 2>&1; then
-    echo "- \`$name $*\`: $(grep -E 'final|accuracy|scale|bandwidth|GB/s|overlap|speed|Peak (allocated|reserved)|batch-size auto' "$out/$name.log" | tail -4 | tr '\n' ';')" >>"$report"
+    echo "- \`$name $*\`: $(grep -E 'final|accuracy|bits/character|scale|bandwidth|GB/s|overlap|speed|Peak (allocated|reserved)|batch-size auto' "$out/$name.log" | tail -4 | tr '\n' ';')" >>"$report"
   else
     echo "- \`$name $*\`: **failed** (exit $?): $(tail -3 "$out/$name.log" | tr '\n' ' ')" >>"$report"
   fi
@@ -78,6 +78,9 @@ run_example train_cnn 150 --device cuda --epochs 2 --batch-size 128
 run_example amp_train 150 --device cuda --epochs 1 --batch-size 512
 run_example fgsm 120 --device cuda --epochs 1 --png "$out/fgsm.png"
 run_example pinned_pipeline 120 --device cuda --epochs 1
+# The sequence models: attention, and the LSTM's fused step (core/cuda/rnn.cu).
+run_example train_charlm 100 --device cuda --minutes 1 --text "$PWD/.gpu-deps/fortunes"
+run_example train_charlm 100 --device cuda --minutes 1 --model lstm --text "$PWD/.gpu-deps/fortunes"
 
 section "Memory plan against cuda::memory_stats (kiln::memory::plan)"
 if timeout 120 build-gpu/tests/kiln_memory_tests --gtest_filter='MemoryPlanOnGpu.*' >"$out/memory_plan.log" 2>&1; then
