@@ -69,17 +69,19 @@ int main(int argc, char** argv) {
     c.device = device;
     c.log = f.str("log");
     c.checkpoint = checkpoint;
-    if (c.batch_size <= 0 || c.shape.context <= 0) throw std::invalid_argument("--batch-size and --context must be positive");
+    if (c.batch_size <= 0 || c.shape.context <= 0) {
+      throw std::invalid_argument("--batch-size and --context must be positive");
+    }
     const std::string text = read_text(f.str("text"));
     const auto [model, result] = train_charlm(text, c);
     std::printf("%lld steps in %.0f s: validation %.3f bits/character\n", static_cast<long long>(result.steps),
                 result.seconds, result.final_val_bpc);
-    const CharVocabulary vocabulary(text);
     const std::int64_t samples = count > 0 ? count : 300;
     for (int i = 0; i < 2; ++i) {
-      std::printf("--- sample %d (temperature %s)\n%s%s\n", i + 1, f.str("temperature").c_str(), f.str("prompt").c_str(),
-                  generate(*model, vocabulary, f.str("prompt"), samples, f.num("temperature"), seed + static_cast<std::uint64_t>(i), device)
-                      .c_str());
+      const std::string sample = generate(*model, result.vocabulary, f.str("prompt"), samples, f.num("temperature"),
+                                          seed + static_cast<std::uint64_t>(i), device);
+      std::printf("--- sample %d (temperature %s)\n%s%s\n", i + 1, f.str("temperature").c_str(),
+                  f.str("prompt").c_str(), sample.c_str());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_charlm: %s\n", e.what());

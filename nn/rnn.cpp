@@ -23,7 +23,6 @@ Tensor simple_step(const Tensor& x, const Tensor& h, const Tensor& w_hh, const T
   return relu ? pre.relu() : pre.tanh();
 }
 
-
 Tensor gru_step(const Tensor& x, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh) {
   const TensorList xs = x.chunk(3, 1);                        // r, z, n of the input
   const TensorList hs = linear(h, w_hh, b_hh).chunk(3, 1);    // r, z, n of the state (b_hn inside)

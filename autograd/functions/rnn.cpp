@@ -2,6 +2,8 @@
 // time on preallocated buffers) and the composed recurrence it replaces.
 #include "autograd/functions/rnn.h"
 
+#include <vector>
+
 #include "autograd/function.h"
 #include "autograd/functions/linalg.h"
 #include "core/ops/allocate.h"
@@ -65,15 +67,16 @@ TensorList differentiable_lstm_backward(const Tensor& projected, const Tensor& h
                                         const Tensor& weight_hh, bool reverse, const TensorList& grads) {
   const std::int64_t steps = projected.sizes()[0];
   const std::size_t n = static_cast<std::size_t>(steps);
-  TensorList gates(n), cells(n), previous_h(n), previous_c(n);
+  std::vector<TensorList> gates(n);  // each step's activated i, f, g, o
+  TensorList cells(n), previous_h(n), previous_c(n);
   Tensor h = h0, c = c0;
   for (std::int64_t s = 0; s < steps; ++s) {
     const std::size_t t = static_cast<std::size_t>(reverse ? steps - 1 - s : s);
     const TensorList g = (mm(h, weight_hh.t()) + projected.select(0, static_cast<std::int64_t>(t))).chunk(4, 1);
-    gates[t] = cat({g[0].sigmoid(), g[1].sigmoid(), g[2].tanh(), g[3].sigmoid()}, 1);
+    gates[t] = {g[0].sigmoid(), g[1].sigmoid(), g[2].tanh(), g[3].sigmoid()};
     previous_h[t] = h;
     previous_c[t] = c;
-    const TensorList a = gates[t].chunk(4, 1);
+    const TensorList& a = gates[t];
     c = a[1] * c + a[0] * a[2];
     h = a[3] * c.tanh();
     cells[t] = c;
@@ -82,7 +85,7 @@ TensorList differentiable_lstm_backward(const Tensor& projected, const Tensor& h
   TensorList grad_gates(n);
   for (std::int64_t s = 0; s < steps; ++s) {
     const std::size_t t = static_cast<std::size_t>(reverse ? s : steps - 1 - s);
-    const TensorList a = gates[t].chunk(4, 1);  // i, f, g, o
+    const TensorList& a = gates[t];  // i, f, g, o
     dh = dh + grads[0].select(0, static_cast<std::int64_t>(t));
     const Tensor tanh_c = cells[t].tanh();
     const Tensor dc_total = dc + dh * a[3] * (1 - tanh_c * tanh_c);

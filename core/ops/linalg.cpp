@@ -18,6 +18,14 @@ void check_same_dtype(const Tensor& a, const Tensor& b) {
                   msg::blame("mat2", b));
 }
 
+/// mm's operands: two matrices whose shapes multiply, of one dtype.
+void check_mm_operands(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 2, "self must be a matrix (got a ", a.dim(), "-D tensor)");
+  KILN_CHECK(b.dim() == 2, "mat2 must be a matrix (got a ", b.dim(), "-D tensor)");
+  KILN_CHECK(a.sizes()[1] == b.sizes()[0], msg::mm_shapes(a.sizes(), b.sizes()));
+  check_same_dtype(a, b);
+}
+
 }  // namespace
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
@@ -37,18 +45,13 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   common_device({{"self", &a}, {"mat2", &b}});
-  KILN_CHECK(a.dim() == 2, "self must be a matrix (got a ", a.dim(), "-D tensor)");
-  KILN_CHECK(b.dim() == 2, "mat2 must be a matrix (got a ", b.dim(), "-D tensor)");
-  KILN_CHECK(a.sizes()[1] == b.sizes()[0], msg::mm_shapes(a.sizes(), b.sizes()));
-  check_same_dtype(a, b);
+  check_mm_operands(a, b);
   return squeeze(bmm(unsqueeze(a, 0), unsqueeze(b, 0)), 0);
 }
 
 void mm_out(const Tensor& out, const Tensor& a, const Tensor& b) {
   const Device device = common_device({{"out", &out}, {"self", &a}, {"mat2", &b}});
-  KILN_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected matrices, got ", a.dim(), "-D and ", b.dim(), "-D tensors");
-  KILN_CHECK(a.sizes()[1] == b.sizes()[0], msg::mm_shapes(a.sizes(), b.sizes()));
-  check_same_dtype(a, b);
+  check_mm_operands(a, b);
   KILN_CHECK(out.sizes() == IntArrayRef({a.sizes()[0], b.sizes()[1]}) && out.dtype() == a.dtype() &&
                  out.is_contiguous(),
              "mm_out: expected a contiguous ", scalar_type_name(a.dtype()), " out of size [", a.sizes()[0], ", ",

@@ -31,12 +31,7 @@ void check_step(const Tensor& wide, std::initializer_list<const Tensor*> wides, 
   for (const Tensor* t : narrows) check(t, narrow);
 }
 
-const LstmCellKernels& kernels_of(const Tensor& t) {
-  const LstmCellKernels& k = kernels_for(route_device_type(t.device())).lstm_cell;
-  KILN_CHECK_NOT_IMPLEMENTED(k.forward != nullptr && k.backward != nullptr, "Could not run 'lstm_cell' with ",
-                             "arguments from the '", device_type_name(t.device().type()), "' backend");
-  return k;
-}
+const LstmCellKernels& kernels_of(const Tensor& t) { return kernels_for(route_device_type(t.device())).lstm_cell; }
 
 }  // namespace
 
@@ -49,16 +44,16 @@ bool can_fuse_lstm(const Tensor& projected) {
 void lstm_cell_forward(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,
                        const Tensor& projected, const Tensor& c_prev) {
   check_step(gates, {&recurrent, &projected}, c, {&h, &c_prev});
-  const LstmCellKernels& k = kernels_of(gates);
-  if (has_data(gates.device())) k.forward(gates, c, h, recurrent, projected, c_prev);
+  const auto forward = require_kernel(kernels_of(gates).forward, "lstm_cell", gates.device());
+  if (has_data(gates.device())) forward(gates, c, h, recurrent, projected, c_prev);
   for (const Tensor* t : {&gates, &c, &h}) t->impl()->storage()->bump_version();
 }
 
 void lstm_cell_backward(const Tensor& grad_gates, const Tensor& grad_c, const Tensor& grad_h,
                         const Tensor& grad_output, const Tensor& gates, const Tensor& c, const Tensor& c_prev) {
   check_step(grad_gates, {&gates}, grad_c, {&grad_h, &grad_output, &c, &c_prev});
-  const LstmCellKernels& k = kernels_of(grad_gates);
-  if (has_data(grad_gates.device())) k.backward(grad_gates, grad_c, grad_h, grad_output, gates, c, c_prev);
+  const auto backward = require_kernel(kernels_of(grad_gates).backward, "lstm_cell_backward", grad_gates.device());
+  if (has_data(grad_gates.device())) backward(grad_gates, grad_c, grad_h, grad_output, gates, c, c_prev);
   for (const Tensor* t : {&grad_gates, &grad_c}) t->impl()->storage()->bump_version();
 }
 

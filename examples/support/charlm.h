@@ -248,6 +248,7 @@ struct CharLmConfig {
 };
 
 struct CharLmResult {
+  CharVocabulary vocabulary;  // the text's, which the model's tokens index
   std::int64_t steps = 0;
   double seconds = 0.0;
   double final_val_bpc = 0.0;
@@ -344,6 +345,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
   const auto begin = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(); };
   CharLmResult result;
+  result.vocabulary = corpus.vocabulary;
   double train_sum = 0.0;
   std::int64_t train_count = 0;
   auto validate = [&](std::int64_t step) {
@@ -396,7 +398,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
   result.final_val_bpc = result.val_bpc.back().second;
   if (!c.checkpoint.empty()) {
     std::map<std::string, std::string> metadata = c.shape.metadata();
-    metadata["vocabulary"] = corpus.vocabulary.list();
+    metadata["vocabulary"] = result.vocabulary.list();
     model->to(kCPU);
     save(c.checkpoint, model->state_dict(), metadata);
     model->to(c.device);

@@ -81,6 +81,18 @@ void BM_LstmGemmsOnly(benchmark::State& state) {
 }
 BENCHMARK(BM_LstmGemmsOnly)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(2);
 
+/// Times `step` (after one warm-up) and reports it against `gemm_seconds()` measured in the same
+/// run: counters gemm_ms and x_gemms (step time / GEMM time).
+template <class Step>
+void time_against_gemms(benchmark::State& state, const Step& step, double (*gemm_seconds)()) {
+  step();
+  for (auto _ : state) step();
+  const double gemms = gemm_seconds();
+  state.counters["gemm_ms"] = gemms * 1e3;
+  state.counters["x_gemms"] =
+      benchmark::Counter(gemms, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void BM_LstmStep(benchmark::State& state) {
   manual_seed(0);
   nn::LSTM lstm(kInput, kHidden);
@@ -89,12 +101,7 @@ void BM_LstmStep(benchmark::State& state) {
     lstm.zero_grad();
     std::get<0>(lstm.forward(x)).sum().backward();
   };
-  step();
-  for (auto _ : state) step();
-  const double gemms = lstm_gemm_seconds();
-  state.counters["gemm_ms"] = gemms * 1e3;
-  state.counters["x_gemms"] =
-      benchmark::Counter(gemms, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  time_against_gemms(state, step, lstm_gemm_seconds);
 }
 BENCHMARK(BM_LstmStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -106,12 +113,7 @@ void BM_AttentionStep(benchmark::State& state) {
     attention.zero_grad();
     std::get<0>(attention.forward(x, x, x, {}, /*need_weights=*/false)).sum().backward();
   };
-  step();
-  for (auto _ : state) step();
-  const double gemms = attention_gemm_seconds();
-  state.counters["gemm_ms"] = gemms * 1e3;
-  state.counters["x_gemms"] =
-      benchmark::Counter(gemms, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  time_against_gemms(state, step, attention_gemm_seconds);
 }
 BENCHMARK(BM_AttentionStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
