@@ -33,6 +33,7 @@ CharLmConfig quick(const std::string& kind) {
   c.max_steps = 120;
   c.eval_every = 60;
   c.eval_windows = 32;
+  c.final_eval_windows = 32;  // the same windows at every validation: the curve compares like with like
   c.quiet = true;
   return c;
 }
@@ -50,6 +51,24 @@ TEST(CharLm, BothModelsLearnTheTextFarBelowTheUniformGuess) {
   }
 }
 
+TEST(CharLm, ValidationTakesEveryTenthFortuneNotTheTail) {
+  // 300 fortunes, "fortune 0\n%\n" ...: validation holds fortunes 9, 19, ..., 299.
+  std::string text, expected;
+  for (int i = 0; i < 300; ++i) {
+    const std::string fortune = "fortune " + std::to_string(i) + "\n%\n";
+    text += fortune;
+    if (i % 10 == 9) expected += fortune;
+  }
+  const CharCorpus corpus(text, 0.1, 8);
+  std::string validation;
+  for (std::int64_t id : corpus.validation) validation.push_back(corpus.vocabulary.decode(id));
+  EXPECT_EQ(validation, expected);
+  EXPECT_EQ(corpus.train.size() + corpus.validation.size(), text.size());
+  // Without separators: 200 equal blocks, every tenth validates.
+  const CharCorpus blocks(std::string(2000, 'a') + std::string(2000, 'b'), 0.1, 8);
+  EXPECT_EQ(blocks.validation.size(), 400u);
+}
+
 TEST(CharLm, ACheckpointBringsBackTheModelItsVocabularyAndItsSamples) {
   const std::string text = small_text();
   const std::filesystem::path path = std::filesystem::temp_directory_path() / "kiln_test_charlm.safetensors";
@@ -60,7 +79,7 @@ TEST(CharLm, ACheckpointBringsBackTheModelItsVocabularyAndItsSamples) {
   const auto [loaded, vocabulary] = load_charlm(path.string(), kCPU);
   EXPECT_EQ(vocabulary.list(), CharVocabulary(text).list());
   const CharCorpus corpus(text, c.validation_fraction, c.shape.context);
-  EXPECT_DOUBLE_EQ(validation_bpc(*loaded, corpus, c), result.final_val_bpc);
+  EXPECT_DOUBLE_EQ(validation_bpc(*loaded, corpus, c, c.final_eval_windows), result.final_val_bpc);
   const std::string a = generate(*model, vocabulary, "the ", 40, 0.8, 3);
   EXPECT_EQ(a.size(), 40u);
   EXPECT_EQ(generate(*loaded, vocabulary, "the ", 40, 0.8, 3), a);  // same weights, same seed
