@@ -53,7 +53,15 @@ void AccumulateGrad::accumulate(const Tensor& leaf, Tensor new_grad, bool create
 }
 
 TensorList AccumulateGrad::apply(TensorList&& grads) {
-  if (grads[0].defined()) accumulate(leaf_, std::move(grads[0]), is_grad_enabled());
+  if (!grads[0].defined()) return {};
+  accumulate(leaf_, std::move(grads[0]), is_grad_enabled());
+  AutogradMeta& meta = leaf_.impl()->autograd_meta();
+  std::vector<PostAccumulateGradHook> hooks;
+  {
+    std::lock_guard<std::mutex> lock(meta.mutex);
+    for (const auto& [id, fn] : meta.post_accumulate_grad_hooks) hooks.push_back(fn);
+  }
+  for (const PostAccumulateGradHook& h : hooks) h(leaf_);
   return {};
 }
 

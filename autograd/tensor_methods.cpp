@@ -68,6 +68,23 @@ HookHandle Tensor::register_hook(GradHook hook) const {
   });
 }
 
+HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  KILN_CHECK(requires_grad(), "cannot register a hook on a tensor that doesn't require gradient");
+  KILN_CHECK(is_leaf(), "post accumulate grad hooks cannot be registered on non-leaf tensors");
+  AutogradMeta& meta = impl_->autograd_meta();
+  std::lock_guard<std::mutex> lock(meta.mutex);
+  const int id = meta.next_hook_id++;
+  meta.post_accumulate_grad_hooks.emplace_back(id, std::move(hook));
+  std::weak_ptr<TensorImpl> weak = impl_;
+  return HookHandle([weak, id] {
+    if (auto impl = weak.lock()) {
+      AutogradMeta& m = impl->autograd_meta();
+      std::lock_guard<std::mutex> l(m.mutex);
+      std::erase_if(m.post_accumulate_grad_hooks, [id](const auto& h) { return h.first == id; });
+    }
+  });
+}
+
 Tensor Tensor::detach() const {
   const TensorImpl& t = checked();
   return Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes().vec(), t.strides().vec(),

@@ -24,6 +24,8 @@ struct AutogradMeta {
   /// Gradient hooks of a leaf, run by AccumulateGrad before accumulating (a non-leaf's hooks
   /// live on its grad_fn, keyed by output_nr).
   std::vector<std::pair<int, GradHook>> hooks;
+  /// Run by AccumulateGrad after accumulating (a leaf's only).
+  std::vector<std::pair<int, PostAccumulateGradHook>> post_accumulate_grad_hooks;
   int next_hook_id = 0;
   /// A name for graphs and messages, e.g. "fc1.weight" (set when a module registers it).
   std::string name;

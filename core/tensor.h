@@ -46,6 +46,8 @@ using TensorList = std::vector<Tensor>;
 /// A gradient hook: receives the gradient flowing into a tensor; may return a replacement
 /// (or an undefined Tensor to keep it).
 using GradHook = std::function<Tensor(const Tensor&)>;
+/// Runs after backward accumulated a leaf's gradient into its .grad; receives the leaf.
+using PostAccumulateGradHook = std::function<void(const Tensor&)>;
 
 /// Returned by register_hook; remove() detaches the hook.
 class HookHandle {
@@ -137,6 +139,10 @@ class Tensor {
   /// Calls `hook` with the gradient flowing into this tensor; a defined return value
   /// replaces the gradient.
   HookHandle register_hook(GradHook hook) const;
+  /// Calls `hook` with this leaf each time backward has accumulated into its .grad (torch's
+  /// register_post_accumulate_grad_hook). DistributedDataParallel starts its bucket
+  /// all-reduces from here, while the rest of backward still runs.
+  HookHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
   /// Same memory and version counter, no history, requires_grad false.
   Tensor detach() const;
   /// A new leaf over the same memory, with the requires_grad you give: the zero-copy way to

@@ -189,6 +189,25 @@ TEST(Engine, HooksSeeAndReplaceGradients) {
   EXPECT_TRUE(values_near(x.grad(), {3, 3}));
 }
 
+TEST(Engine, PostAccumulateGradHooksSeeTheAccumulatedGradientOncePerBackward) {
+  Tensor x = leaf({1, 2});
+  std::vector<std::vector<double>> seen;
+  HookHandle handle = x.register_post_accumulate_grad_hook([&](const Tensor& p) {
+    seen.push_back({p.grad()[0].item<double>(), p.grad()[1].item<double>()});
+  });
+  (x * x + x * 3).sum().backward();  // two uses of x meet before the accumulator: one call
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], (std::vector<double>{5, 7}));
+  (x * 2).sum().backward();  // accumulates onto .grad: the hook sees the sum
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1], (std::vector<double>{7, 9}));
+  handle.remove();
+  (x * 2).sum().backward();
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_THROW(((x * 2).register_post_accumulate_grad_hook([](const Tensor&) {})), Error);
+  EXPECT_THROW(tensor({1.0}).register_post_accumulate_grad_hook([](const Tensor&) {}), Error);
+}
+
 TEST(Engine, RetainGradKeepsANonLeafGradient) {
   Tensor x = leaf({1, 2});
   Tensor y = x * x;
