@@ -43,9 +43,9 @@ class DataLoader::Run {
         consumed_(first_batch) {
     dataset_->set_epoch(epoch);
     const std::size_t n = dataset_->size();
-    std::unique_ptr<Sampler> sampler;
-    if (options.shuffle) sampler = std::make_unique<RandomSampler>(n, options.seed);
-    else sampler = std::make_unique<SequentialSampler>(n);
+    std::shared_ptr<const Sampler> sampler = options.sampler;
+    if (!sampler && options.shuffle) sampler = std::make_shared<RandomSampler>(n, options.seed);
+    if (!sampler) sampler = std::make_shared<SequentialSampler>(n);
     batches_ = BatchSampler(*sampler, options.batch_size, options.drop_last).batches(epoch);
     pin_ = options.pin_memory && cuda::is_available();
     if (options.pin_memory && !pin_) {
@@ -189,6 +189,7 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
   KILN_CHECK(dataset_ != nullptr, "DataLoader needs a dataset");
   KILN_CHECK_VALUE(options_.batch_size > 0, "batch_size should be a positive integer value, but got batch_size=",
                    options_.batch_size);
+  KILN_CHECK_VALUE(!(options_.sampler && options_.shuffle), "sampler option is mutually exclusive with shuffle");
 }
 
 DataLoader::Iterator::Iterator(std::shared_ptr<Run> run) : run_(std::move(run)) { ++*this; }
@@ -251,7 +252,7 @@ void DataLoader::load_state_dict(const nn::StateDict& dict) {
 }
 
 std::size_t DataLoader::size() const {
-  const std::size_t n = dataset_->size();
+  const std::size_t n = options_.sampler ? options_.sampler->num_samples() : dataset_->size();
   return options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
 }
 

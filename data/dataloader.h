@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "data/dataset.h"
+#include "data/sampler.h"
 #include "nn/module.h"
 
 namespace kiln::data {
@@ -24,6 +25,9 @@ struct DataLoaderOptions {
   std::size_t batch_size = 1;
   bool shuffle = false;
   std::uint64_t seed = 0;
+  /// Which samples, in which order (a DistributedSampler, say); replaces shuffle's
+  /// RandomSampler and, like torch's, excludes shuffle.
+  std::shared_ptr<const Sampler> sampler{};
   bool drop_last = false;
   /// 0 loads on the consumer's thread; otherwise this many worker threads.
   std::size_t num_workers = 0;

@@ -14,6 +14,8 @@ class Sampler {
   virtual ~Sampler() = default;
   /// The sample indices of epoch `epoch`, in visiting order.
   virtual std::vector<std::size_t> indices(std::int64_t epoch) const = 0;
+  /// How many indices an epoch has.
+  virtual std::size_t num_samples() const = 0;
 };
 
 /// 0, 1, ..., n - 1.
@@ -21,6 +23,7 @@ class SequentialSampler : public Sampler {
  public:
   explicit SequentialSampler(std::size_t n) : n_(n) {}
   std::vector<std::size_t> indices(std::int64_t epoch) const override;
+  std::size_t num_samples() const override { return n_; }
 
  private:
   std::size_t n_;
@@ -31,10 +34,32 @@ class RandomSampler : public Sampler {
  public:
   RandomSampler(std::size_t n, std::uint64_t seed) : n_(n), seed_(seed) {}
   std::vector<std::size_t> indices(std::int64_t epoch) const override;
+  std::size_t num_samples() const override { return n_; }
 
  private:
   std::size_t n_;
   std::uint64_t seed_;
+};
+
+/// The share of a dataset one of `num_replicas` processes visits (torch's DistributedSampler):
+/// the indices (shuffled from seed + epoch if `shuffle`) are padded by repeating the first ones
+/// to a multiple of num_replicas, or cut to one with `drop_last`, and rank r takes every
+/// num_replicas-th from position r. Every rank sees as many samples, so all take the same
+/// number of steps; an epoch's shares are disjoint apart from the padding.
+class DistributedSampler : public Sampler {
+ public:
+  DistributedSampler(std::size_t n, std::size_t num_replicas, std::size_t rank, bool shuffle = true,
+                     std::uint64_t seed = 0, bool drop_last = false);
+  std::vector<std::size_t> indices(std::int64_t epoch) const override;
+  /// Samples this rank visits per epoch.
+  std::size_t num_samples() const { return num_samples_; }
+
+ private:
+  std::size_t n_, num_replicas_, rank_;
+  bool shuffle_;
+  std::uint64_t seed_;
+  bool drop_last_;
+  std::size_t num_samples_;
 };
 
 /// Groups a sampler's indices into batches of batch_size (the last one smaller unless
