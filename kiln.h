@@ -44,3 +44,6 @@
 #include "amp/amp.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "memory/plan.h"
+#include "distributed/data_parallel.h"
+#include "distributed/distributed.h"
+#include "distributed/process_group_mpi.h"

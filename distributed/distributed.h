@@ -1,0 +1,48 @@
+// distributed/distributed.h — torch.distributed's module-level API: one default process group
+// per process, set up from the launcher's environment (mpirun), and the collectives as free
+// functions on it.
+//   kiln::distributed::init_process_group();            // under mpirun -np N
+//   kiln::distributed::all_reduce(t, ReduceOp::SUM);     // blocks; {.async_op = true} returns at once
+// Read next: distributed/process_group.h.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "distributed/process_group.h"
+
+namespace kiln::distributed {
+
+struct InitOptions {
+  std::string backend = "mpi";  // "mpi" (CPU tensors, CUDA ones staged through host memory)
+  /// How long a collective may wait for its peers (torch.distributed's default: 30 minutes).
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+};
+
+/// Sets up the default group. Once it is up, an uncaught exception on this rank is reported
+/// to the peers before the process ends (Note [Nothing hangs forever]).
+void init_process_group(const InitOptions& options = {});
+bool is_initialized();
+/// Drops the default group (its communication thread stops).
+void destroy_process_group();
+/// The default group; throws if init_process_group has not run.
+ProcessGroup& default_group();
+std::shared_ptr<ProcessGroup> default_group_ptr();
+
+int get_rank();
+int get_world_size();
+/// This process's rank on its own machine.
+int get_local_rank();
+
+struct CollectiveOptions {
+  bool async_op = false;  // return before the result is in (call wait() on the handle)
+};
+std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM, CollectiveOptions o = {});
+std::shared_ptr<Work> broadcast(Tensor& tensor, int src, CollectiveOptions o = {});
+std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input, CollectiveOptions o = {});
+std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op = ReduceOp::SUM,
+                                     CollectiveOptions o = {});
+std::shared_ptr<Work> barrier(CollectiveOptions o = {});
+
+}  // namespace kiln::distributed

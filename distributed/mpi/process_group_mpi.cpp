@@ -1,0 +1,532 @@
+// distributed/mpi/process_group_mpi.cpp — the MPI backend (Note [One thread talks to MPI]).
+// Built when CMake finds MPI; distributed/mpi/stub.cpp stands in otherwise.
+#include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <deque>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "autograd/grad_mode.h"
+#include "core/creation.h"
+#include "core/half.h"
+#include "distributed/process_group_mpi.h"
+
+namespace kiln::distributed {
+
+bool mpi_is_available() { return true; }
+
+namespace {
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+// Reductions MPI has no type for: Float16 and BFloat16 travel as 16-bit words and are
+// combined in float by these.
+template <class Half, ReduceOp kOp>
+void reduce_halves(void* in, void* inout, int* length, MPI_Datatype*) {
+  const auto* a = static_cast<const Half*>(in);
+  auto* b = static_cast<Half*>(inout);
+  for (int i = 0; i < *length; ++i) {
+    const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
+    float r = x + y;
+    if constexpr (kOp == ReduceOp::MIN) r = std::min(x, y);
+    if constexpr (kOp == ReduceOp::MAX) r = std::max(x, y);
+    b[i] = static_cast<Half>(r);
+  }
+}
+
+struct HalfOps {
+  MPI_Op half_sum, half_min, half_max, bfloat_sum, bfloat_min, bfloat_max;
+};
+
+HalfOps& half_ops() {
+  static HalfOps ops;
+  return ops;
+}
+
+class MpiProcessGroup;
+
+// Which groups are alive, so that the exit handler can stop their threads before
+// MPI_Finalize (a group that outlives main must not call MPI afterwards). Never destroyed:
+// a group held by another file's static (the default group) is destroyed after this file's
+// statics would be.
+struct LiveGroups {
+  std::mutex mutex;
+  std::set<MpiProcessGroup*> groups;
+};
+LiveGroups& live_groups() {
+  static auto* live = new LiveGroups;
+  return *live;
+}
+std::atomic<bool> g_finalized{false};
+
+void finalize_at_exit();
+
+void initialise_mpi() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    int provided = MPI_THREAD_SINGLE;
+    if (initialised) {
+      MPI_Query_thread(&provided);
+    } else {
+      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      KILN_CHECK_AS(DistBackendError, rc == MPI_SUCCESS, "MPI_Init_thread failed: ", mpi_error_text(rc));
+      std::atexit(finalize_at_exit);
+    }
+    KILN_CHECK_AS(DistBackendError, provided >= MPI_THREAD_SERIALIZED,
+                  "the MPI library offers thread level ", provided,
+                  ", Kiln's process group needs MPI_THREAD_SERIALIZED (one communication thread)");
+    HalfOps& ops = half_ops();
+    MPI_Op_create(&reduce_halves<Eigen::half, ReduceOp::SUM>, 1, &ops.half_sum);
+    MPI_Op_create(&reduce_halves<Eigen::half, ReduceOp::MIN>, 1, &ops.half_min);
+    MPI_Op_create(&reduce_halves<Eigen::half, ReduceOp::MAX>, 1, &ops.half_max);
+    MPI_Op_create(&reduce_halves<Eigen::bfloat16, ReduceOp::SUM>, 1, &ops.bfloat_sum);
+    MPI_Op_create(&reduce_halves<Eigen::bfloat16, ReduceOp::MIN>, 1, &ops.bfloat_min);
+    MPI_Op_create(&reduce_halves<Eigen::bfloat16, ReduceOp::MAX>, 1, &ops.bfloat_max);
+  });
+}
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::Float16:
+    case DType::BFloat16: return MPI_UINT16_T;
+    case DType::Int64: return MPI_INT64_T;
+    case DType::Int32: return MPI_INT32_T;
+    case DType::Int16: return MPI_INT16_T;
+    case DType::Int8: return MPI_INT8_T;
+    case DType::UInt8: return MPI_UINT8_T;
+    case DType::Bool: return MPI_C_BOOL;
+  }
+  KILN_FAIL("MPI: no MPI datatype for ", t);
+}
+
+MPI_Op mpi_op(DType t, ReduceOp op) {
+  const HalfOps& h = half_ops();
+  if (t == DType::Float16) return op == ReduceOp::MIN ? h.half_min : op == ReduceOp::MAX ? h.half_max : h.half_sum;
+  if (t == DType::BFloat16) {
+    return op == ReduceOp::MIN ? h.bfloat_min : op == ReduceOp::MAX ? h.bfloat_max : h.bfloat_sum;
+  }
+  if (t == DType::Bool) return op == ReduceOp::MIN ? MPI_LAND : MPI_LOR;  // a sum of truths is "any"
+  return op == ReduceOp::MIN ? MPI_MIN : op == ReduceOp::MAX ? MPI_MAX : MPI_SUM;
+}
+
+int mpi_count(const Tensor& t) {
+  KILN_CHECK_VALUE(t.numel() <= INT_MAX, "MPI: a collective moves at most ", INT_MAX, " elements, got ", t.numel());
+  return static_cast<int>(t.numel());
+}
+
+bool mpi_is_cuda_aware() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
+}
+
+/// What MPI reads and writes for `t`: `t` itself when MPI can use its memory as it is, else a
+/// contiguous host copy (pinned for a CUDA tensor) whose result `finish` copies back.
+Tensor staging_for(const Tensor& t) {
+  if (t.is_contiguous() && (t.is_cpu() || mpi_is_cuda_aware())) return t;
+  if (t.is_cuda()) return t.to(kCPU).pin_memory();
+  return t.contiguous();
+}
+
+// Side-channel messages (Note [Nothing hangs forever]).
+enum Notice : int { kPing = 1, kPong = 2, kFailed = 3, kFailedSeen = 4 };
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  static std::shared_ptr<MpiProcessGroup> create(std::chrono::milliseconds timeout) {
+    initialise_mpi();
+    KILN_CHECK_AS(DistBackendError, !g_finalized.load(), "MPI was finalised: no new process group after exit began");
+    int rank = 0, size = 1, local_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_free(&node);
+    return std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(rank, size, local_rank, timeout));
+  }
+
+  ~MpiProcessGroup() override {
+    shut_down();
+    LiveGroups& live = live_groups();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    live.groups.erase(this);
+  }
+
+  std::string backend() const override { return "mpi"; }
+
+  /// Stops the communication thread and frees the communicators; a collective still in
+  /// flight fails. Called by the destructor and, before MPI_Finalize, by the exit handler.
+  void shut_down() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (shut_down_) return;
+      shut_down_ = true;
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (worker_.joinable()) worker_.join();
+    if (!stuck_ && !g_finalized.load()) {
+      MPI_Comm_free(&data_);
+      MPI_Comm_free(&control_);
+    }
+  }
+  bool stuck() const { return stuck_; }
+
+  void report_failure(const std::string& message) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (shut_down_ || size() == 1) return;
+    failure_to_send_ = message;
+    wake_.notify_all();
+    // Until every peer has seen it (or a second has passed): a process that exits at once
+    // could otherwise take the notice with it.
+    state_changed_.wait_for(lock, std::chrono::seconds(1),
+                            [&] { return failure_seen_by_ + 1 >= size() || shut_down_; });
+  }
+
+ protected:
+  std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op) override {
+    Tensor staged = staging_for(tensor);
+    const int count = mpi_count(staged);
+    const MPI_Datatype type = mpi_type(staged.dtype());
+    const MPI_Op mop = mpi_op(staged.dtype(), op);
+    void* data = staged.raw_data_ptr();
+    return enqueue(describe("all_reduce", tensor, reduce_op_name(op)),
+                   [=, this](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mop, data_, r); },
+                   finisher(tensor, staged, op));
+  }
+
+  std::shared_ptr<Work> do_broadcast(Tensor& tensor, int src) override {
+    Tensor staged = staging_for(tensor);
+    const int count = mpi_count(staged);
+    const MPI_Datatype type = mpi_type(staged.dtype());
+    void* data = staged.raw_data_ptr();
+    return enqueue(describe("broadcast", tensor, ("src " + std::to_string(src)).c_str()),
+                   [=, this](MPI_Request* r) { return MPI_Ibcast(data, count, type, src, data_, r); },
+                   finisher(tensor, staged, ReduceOp::SUM));
+  }
+
+  std::shared_ptr<Work> do_all_gather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    const Tensor source = input.to(kCPU).contiguous();
+    const int count = mpi_count(source);
+    const Tensor gathered = empty({static_cast<std::int64_t>(size()) * source.numel()},
+                                  TensorOptions().dtype(source.dtype()));
+    const MPI_Datatype type = mpi_type(source.dtype());
+    const void* in = source.raw_data_ptr();
+    void* out = gathered.raw_data_ptr();
+    std::vector<Tensor> targets = outputs;  // share the storages the caller reads after wait()
+    auto finish = [targets, gathered, source, input]() mutable {
+      NoGradGuard no_grad;
+      for (std::size_t r = 0; r < targets.size(); ++r) {
+        targets[r].copy_(gathered.narrow(0, static_cast<std::int64_t>(r) * source.numel(), source.numel())
+                             .view(input.sizes()));
+      }
+    };
+    return enqueue(describe("all_gather", input, ""),
+                   [=, this](MPI_Request* r) { return MPI_Iallgather(in, count, type, out, count, type, data_, r); },
+                   std::move(finish));
+  }
+
+  std::shared_ptr<Work> do_reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
+    TensorList host;
+    for (const Tensor& t : inputs) host.push_back(t.to(kCPU));
+    const Tensor source = stack(host).contiguous();
+    Tensor staged = staging_for(output);
+    const int count = mpi_count(staged);
+    const MPI_Datatype type = mpi_type(staged.dtype());
+    const MPI_Op mop = mpi_op(staged.dtype(), op);
+    const void* in = source.raw_data_ptr();
+    void* out = staged.raw_data_ptr();
+    auto finish = finisher(output, staged, op);
+    return enqueue(describe("reduce_scatter", output, reduce_op_name(op)),
+                   [=, this](MPI_Request* r) {
+                     (void)source;  // kept alive until the collective is posted and done
+                     return MPI_Ireduce_scatter_block(in, out, count, type, mop, data_, r);
+                   },
+                   [finish, source] { finish(); });
+  }
+
+  std::shared_ptr<Work> do_barrier() override {
+    return enqueue(std::string("barrier"), [this](MPI_Request* r) { return MPI_Ibarrier(data_, r); }, {});
+  }
+
+ private:
+  MpiProcessGroup(int rank, int size, int local_rank, std::chrono::milliseconds timeout)
+      : ProcessGroup(rank, size, local_rank, timeout) {
+    // Two communicators of our own: collectives never meet the user's MPI traffic, and the
+    // side channel never queues behind a collective.
+    MPI_Comm_dup(MPI_COMM_WORLD, &data_);
+    MPI_Comm_dup(MPI_COMM_WORLD, &control_);
+    MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
+    {
+      LiveGroups& live = live_groups();
+      std::lock_guard<std::mutex> lock(live.mutex);
+      live.groups.insert(this);
+    }
+    worker_ = std::thread([this] { run(); });
+  }
+
+  struct Operation {
+    std::function<int(MPI_Request*)> post;
+    std::shared_ptr<Work> work;
+  };
+
+  struct Outgoing {
+    std::vector<char> bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+
+  static std::string describe(const char* collective, const Tensor& t, const char* detail) {
+    std::ostringstream os;
+    os << collective << " (" << t.dtype() << " " << t.sizes();
+    if (*detail) os << ", " << detail;
+    os << ")";
+    return os.str();
+  }
+
+  /// Copies the staged result back into `target`, after AVG's division by the world size.
+  std::function<void()> finisher(Tensor target, Tensor staged, ReduceOp op) const {
+    const int world = size();
+    return [target, staged, op, world]() mutable {
+      NoGradGuard no_grad;
+      if (op == ReduceOp::AVG) staged.div_(world);
+      if (staged.raw_data_ptr() != target.raw_data_ptr()) target.copy_(staged);
+    };
+  }
+
+  std::shared_ptr<Work> enqueue(std::string description, std::function<int(MPI_Request*)> post,
+                                std::function<void()> finish) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    KILN_CHECK_AS(DistBackendError, !shut_down_, description, ": the process group was destroyed");
+    ++sequence_;
+    description += " #" + std::to_string(sequence_) + " on rank " + std::to_string(rank()) + " of " +
+                   std::to_string(size());
+    auto work = std::make_shared<Work>(std::move(description), timeout(), [this] { return diagnose(); },
+                                       std::move(finish));
+    queue_.push_back({std::move(post), work});
+    wake_.notify_all();
+    return work;
+  }
+
+  /// The communication thread (Note [One thread talks to MPI]).
+  void run() {
+    for (;;) {
+      std::optional<Operation> op;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait_for(lock, std::chrono::milliseconds(1), [&] {
+          return stopping_ || !queue_.empty() || probe_requested_ || failure_to_send_.has_value();
+        });
+        if (stopping_) break;
+        if (!queue_.empty()) {
+          op = std::move(queue_.front());
+          queue_.pop_front();
+        }
+      }
+      service_side_channel();
+      if (!op) continue;
+      if (const auto failure = peer_failure()) {
+        op->work->mark_failed(*failure);
+        continue;
+      }
+      MPI_Request request = MPI_REQUEST_NULL;
+      int rc = op->post(&request);
+      op->work->mark_posted();
+      if (rc != MPI_SUCCESS) {
+        op->work->mark_failed(mpi_error_text(rc));
+        continue;
+      }
+      for (;;) {
+        int done = 0;
+        rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+          op->work->mark_failed(mpi_error_text(rc));
+          break;
+        }
+        if (done) {
+          op->work->mark_completed();
+          break;
+        }
+        service_side_channel();
+        const auto failure = peer_failure();
+        bool stopping = false;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          stopping = stopping_;
+        }
+        if (failure || stopping) {
+          // The collective can never finish: MPI cannot cancel it, so this group will not
+          // free its communicators and the exit handler will not finalise MPI.
+          op->work->mark_failed(failure ? *failure : "the process group was shut down while it was in flight");
+          stuck_ = true;
+          break;
+        }
+        // Polling, not spinning: the cores belong to the training step.
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Operation& op : queue_) op.work->mark_failed("the process group was shut down");
+    queue_.clear();
+  }
+
+  std::optional<std::string> peer_failure() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peer_failure_;
+  }
+
+  void send(int peer, Notice kind, const std::string& text = {}) {
+    Outgoing& out = outgoing_.emplace_back();
+    out.bytes.assign(text.begin(), text.end());
+    MPI_Isend(out.bytes.data(), static_cast<int>(out.bytes.size()), MPI_CHAR, peer, kind, control_, &out.request);
+  }
+
+  /// Answers pings, records failure notices, sends this rank's own notice and runs a
+  /// liveness probe when asked to. On the communication thread only.
+  void service_side_channel() {
+    std::erase_if(outgoing_, [](Outgoing& o) {
+      int done = 0;
+      MPI_Test(&o.request, &done, MPI_STATUS_IGNORE);
+      return done != 0;
+    });
+    for (;;) {
+      int waiting = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, control_, &waiting, &status);
+      if (!waiting) break;
+      int length = 0;
+      MPI_Get_count(&status, MPI_CHAR, &length);
+      std::vector<char> bytes(static_cast<std::size_t>(std::max(length, 0)));
+      MPI_Recv(bytes.data(), length, MPI_CHAR, status.MPI_SOURCE, status.MPI_TAG, control_, MPI_STATUS_IGNORE);
+      const int peer = status.MPI_SOURCE;
+      std::lock_guard<std::mutex> lock(mutex_);
+      switch (status.MPI_TAG) {
+        case kPing: send(peer, kPong); break;
+        case kPong:
+          if (probing_) answered_[static_cast<std::size_t>(peer)] = true;
+          break;
+        case kFailed:
+          if (!peer_failure_) {
+            peer_failure_ = "rank " + std::to_string(peer) + " failed: " + std::string(bytes.begin(), bytes.end());
+          }
+          send(peer, kFailedSeen);
+          break;
+        case kFailedSeen: ++failure_seen_by_; break;
+        default: break;
+      }
+      state_changed_.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_to_send_) {
+      for (int peer = 0; peer < size(); ++peer) {
+        if (peer != rank()) send(peer, kFailed, *failure_to_send_);
+      }
+      failure_to_send_.reset();
+    }
+    if (probe_requested_ && !probing_) {
+      probing_ = true;
+      answered_.assign(static_cast<std::size_t>(size()), false);
+      answered_[static_cast<std::size_t>(rank())] = true;
+      probe_deadline_ = Work::Clock::now() + probe_grace();
+      for (int peer = 0; peer < size(); ++peer) {
+        if (peer != rank()) send(peer, kPing);
+      }
+    }
+    if (probing_ && (Work::Clock::now() >= probe_deadline_ ||
+                     std::all_of(answered_.begin(), answered_.end(), [](bool a) { return a; }))) {
+      probing_ = false;
+      probe_requested_ = false;
+      probe_result_ = answered_;
+      ++probes_done_;
+      state_changed_.notify_all();
+    }
+  }
+
+  std::chrono::milliseconds probe_grace() const { return std::min(timeout(), std::chrono::milliseconds(2000)); }
+
+  /// Why a collective timed out, for its error (on the waiting thread).
+  std::string diagnose() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (peer_failure_) return ": " + *peer_failure_;
+    if (shut_down_) return "";
+    const int before = probes_done_;
+    probe_requested_ = true;
+    wake_.notify_all();
+    state_changed_.wait_for(lock, probe_grace() + std::chrono::milliseconds(500),
+                            [&] { return probes_done_ > before || peer_failure_.has_value(); });
+    if (peer_failure_) return ": " + *peer_failure_;
+    if (probes_done_ == before) return ": the communication thread did not answer";
+    std::string silent;
+    for (std::size_t r = 0; r < probe_result_.size(); ++r) {
+      if (!probe_result_[r]) silent += (silent.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (!silent.empty()) {
+      return ": no answer from rank " + silent + " within " + std::to_string(probe_grace().count()) +
+             " ms (the process died or hangs outside Kiln)";
+    }
+    return ": every rank answers, so at least one has not called this collective (every rank must call the "
+           "same collectives in the same order)";
+  }
+
+  MPI_Comm data_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable wake_, state_changed_;
+  std::deque<Operation> queue_;
+  std::int64_t sequence_ = 0;
+  bool stopping_ = false, shut_down_ = false;
+  std::atomic<bool> stuck_{false};
+  std::optional<std::string> peer_failure_, failure_to_send_;
+  int failure_seen_by_ = 0;
+  bool probe_requested_ = false, probing_ = false;
+  int probes_done_ = 0;
+  std::vector<bool> answered_, probe_result_;
+  Work::Clock::time_point probe_deadline_{};
+  std::deque<Outgoing> outgoing_;  // a deque: the buffers must not move while MPI sends them
+};
+
+void finalize_at_exit() {
+  bool stuck = false;
+  {
+    LiveGroups& live = live_groups();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    for (MpiProcessGroup* g : live.groups) {
+      g->shut_down();
+      stuck = stuck || g->stuck();
+    }
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  // MPI cannot finalise under a collective that never completed; mpirun then reports this
+  // process as having exited without finalising, which ends the job.
+  if (!finalized && !stuck) MPI_Finalize();
+  g_finalized = true;
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> new_mpi_process_group(std::chrono::milliseconds timeout) {
+  return MpiProcessGroup::create(timeout);
+}
+
+}  // namespace kiln::distributed

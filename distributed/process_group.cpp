@@ -1,0 +1,138 @@
+// distributed/process_group.cpp — the work handle, and the argument checks every backend
+// shares (so a wrong call fails the same way on MPI and NCCL, before anything is sent).
+#include "distributed/process_group.h"
+
+#include "core/array_ref.h"
+
+namespace kiln::distributed {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM: return "SUM";
+    case ReduceOp::AVG: return "AVG";
+    case ReduceOp::MIN: return "MIN";
+    case ReduceOp::MAX: return "MAX";
+  }
+  return "?";
+}
+
+Work::Work(std::string description, std::chrono::milliseconds timeout, std::function<std::string()> diagnose,
+           std::function<void()> finish)
+    : description_(std::move(description)),
+      timeout_(timeout),
+      diagnose_(std::move(diagnose)),
+      finish_(std::move(finish)) {}
+
+void Work::wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!changed_.wait_for(lock, timeout_, [&] { return completed_ || error_.has_value(); })) {
+    lock.unlock();
+    const std::string why = diagnose_ ? diagnose_() : std::string();
+    KILN_CHECK_AS(DistBackendError, false, description_, " timed out after ", timeout_.count(), " ms", why);
+  }
+  if (error_) KILN_CHECK_AS(DistBackendError, false, description_, " failed: ", *error_);
+  if (finished_) return;
+  finished_ = true;
+  lock.unlock();
+  if (finish_) finish_();
+}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+Work::Clock::time_point Work::posted_at() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return posted_at_;
+}
+
+Work::Clock::time_point Work::completed_at() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_at_;
+}
+
+void Work::mark_posted() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  posted_at_ = Clock::now();
+}
+
+void Work::mark_completed() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completed_at_ = Clock::now();
+    completed_ = true;
+  }
+  changed_.notify_all();
+}
+
+void Work::mark_failed(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_ || error_) return;
+    error_ = message;
+  }
+  changed_.notify_all();
+}
+
+ProcessGroup::ProcessGroup(int rank, int size, int local_rank, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), local_rank_(local_rank), timeout_(timeout) {
+  KILN_CHECK_VALUE(size > 0 && rank >= 0 && rank < size, "a process group needs 0 <= rank < size, got rank ", rank,
+                   " of ", size);
+  KILN_CHECK_VALUE(timeout.count() > 0, "a process group's timeout must be positive, got ", timeout.count(), " ms");
+}
+
+namespace {
+
+void check_defined(const Tensor& t, const char* collective) {
+  KILN_CHECK_VALUE(t.defined(), collective, ": the tensor is undefined");
+}
+
+void check_like(const Tensor& t, const Tensor& reference, const char* collective, const char* what, std::size_t i) {
+  check_defined(t, collective);
+  KILN_CHECK_VALUE(t.sizes() == reference.sizes() && t.dtype() == reference.dtype() &&
+                       t.device() == reference.device(),
+                   collective, ": ", what, "[", i, "] must match the input (", reference.sizes(), ", ",
+                   reference.dtype(), ", ", reference.device(), "), got ", t.sizes(), ", ", t.dtype(),
+                   ", ", t.device());
+}
+
+void check_avg(const Tensor& t, ReduceOp op, const char* collective) {
+  KILN_CHECK_TYPE(op != ReduceOp::AVG || is_floating_point(t.dtype()), collective,
+                  ": ReduceOp.AVG needs a floating-point tensor, got ", t.dtype(), " (use SUM and divide)");
+}
+
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_defined(tensor, "all_reduce");
+  check_avg(tensor, op, "all_reduce");
+  return do_all_reduce(tensor, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int src) {
+  check_defined(tensor, "broadcast");
+  KILN_CHECK_VALUE(src >= 0 && src < size_, "broadcast: src rank ", src, " is not in the group of ", size_);
+  return do_broadcast(tensor, src);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  check_defined(input, "all_gather");
+  KILN_CHECK_VALUE(outputs.size() == static_cast<std::size_t>(size_),
+                   "all_gather: the output list must hold one tensor per rank (", size_, "), got ", outputs.size());
+  for (std::size_t i = 0; i < outputs.size(); ++i) check_like(outputs[i], input, "all_gather", "outputs", i);
+  return do_all_gather(outputs, input);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  check_defined(output, "reduce_scatter");
+  check_avg(output, op, "reduce_scatter");
+  KILN_CHECK_VALUE(inputs.size() == static_cast<std::size_t>(size_),
+                   "reduce_scatter: the input list must hold one tensor per rank (", size_, "), got ", inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) check_like(inputs[i], output, "reduce_scatter", "inputs", i);
+  return do_reduce_scatter(output, inputs, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier() { return do_barrier(); }
+
+}  // namespace kiln::distributed
