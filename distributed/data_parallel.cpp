@@ -192,6 +192,7 @@ void DistributedDataParallel::prepare_for_backward(const Tensor& output) {
   reduction_started_ = false;
   next_bucket_ = 0;
   ready_.assign(params_.size(), false);
+  locally_used_.assign(params_.size(), true);
   for (Bucket& b : buckets_) {
     b.pending = b.params.size();
     b.work.reset();
@@ -218,6 +219,7 @@ void DistributedDataParallel::prepare_for_backward(const Tensor& output) {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (reached.count(params_[i].impl()) == 0) {
       ready_[i] = true;
+      locally_used_[i] = false;
       --buckets_[bucket_of_[i]].pending;
     }
   }
@@ -246,6 +248,11 @@ void DistributedDataParallel::launch_ready_buckets() {
   NoGradGuard no_grad;
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
+    if (group_->size() == 1) {  // the average of one rank: nothing to send or copy
+      events_.push_back({DdpEvent::Kind::BucketLaunched, next_bucket_});
+      ++next_bucket_;
+      continue;
+    }
     for (std::size_t k = 0; k < b.params.size(); ++k) {
       const Tensor& p = params_[b.params[k]];
       Tensor slot = b.flat.narrow(0, b.offsets[k], p.numel());
@@ -265,12 +272,26 @@ void DistributedDataParallel::launch_ready_buckets() {
 void DistributedDataParallel::finish_reduction() {
   NoGradGuard no_grad;
   const Clock::time_point waiting = Clock::now();
-  for (Bucket& b : buckets_) b.work->wait();
+  for (Bucket& b : buckets_) {
+    if (b.work) b.work->wait();
+  }
+  // PyTorch leaves the gradient of a parameter that no rank used as it was (None): which
+  // ones those are takes one more all-reduce of the ranks' "used" flags.
+  std::vector<bool> used_anywhere(params_.size(), true);
+  if (options_.find_unused_parameters && group_->size() > 1) {
+    Tensor used = zeros({static_cast<std::int64_t>(params_.size())}, TensorOptions().dtype(kInt32));
+    std::int32_t* flags = used.data_ptr<std::int32_t>();
+    for (std::size_t i = 0; i < params_.size(); ++i) flags[i] = locally_used_[i] ? 1 : 0;
+    group_->all_reduce(used, distributed::ReduceOp::MAX)->wait();
+    for (std::size_t i = 0; i < params_.size(); ++i) used_anywhere[i] = flags[i] != 0;
+  }
   stats_.exposed_seconds = seconds_between(waiting, Clock::now());
   for (Bucket& b : buckets_) {
+    if (!b.work) continue;  // world size 1
     stats_.communication_seconds += seconds_between(b.work->posted_at(), b.work->completed_at());
     for (std::size_t k = 0; k < b.params.size(); ++k) {
       const Tensor& p = params_[b.params[k]];
+      if (!used_anywhere[b.params[k]]) continue;
       const Tensor average = b.flat.narrow(0, b.offsets[k], p.numel()).view(p.sizes());
       if (p.grad().defined()) {
         p.grad().copy_(average);

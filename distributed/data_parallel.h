@@ -38,8 +38,8 @@ struct DistributedDataParallelOptions {
   double first_bucket_cap_mb = 1.0;
   /// Copy rank 0's buffers (BatchNorm's running statistics) to every rank at each forward.
   bool broadcast_buffers = true;
-  /// Find the parameters a forward did not use and count them as ready (zero gradient), so
-  /// that a model with unused parameters still reduces.
+  /// Find the parameters a forward did not use and count them as ready, so that a model with
+  /// unused parameters still reduces. A parameter no rank used keeps its .grad as it was.
   bool find_unused_parameters = false;
 };
 
@@ -134,6 +134,7 @@ class DistributedDataParallel : public Module {
   bool expect_hooks_ = false;       // the last forward prepared a synchronised backward
   bool reduction_started_ = false;  // a gradient of that backward is ready
   std::vector<bool> ready_;
+  std::vector<bool> locally_used_;  // reached by this rank's last forward (find_unused_parameters)
   std::size_t next_bucket_ = 0;
   std::vector<DdpEvent> events_;
   DdpStepStats stats_;

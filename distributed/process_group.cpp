@@ -60,6 +60,7 @@ void Work::mark_posted() {
 void Work::mark_completed() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (error_) return;  // failed already (a peer reported its failure): the error stands
     completed_at_ = Clock::now();
     completed_ = true;
   }

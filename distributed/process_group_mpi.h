@@ -4,12 +4,15 @@
 // MPI library reports CUDA awareness. Float16 and BFloat16 reduce through MPI operations of
 // Kiln's own, as MPI has no such types.
 //
-// Note [One thread talks to MPI]: each group owns a communication thread, and it alone calls
-// MPI after initialisation. Collectives are queued in call order, so every rank posts them in
-// the same order; the thread posts each one non-blocking, polls it to completion and answers
-// its peers' pings and failure notices meanwhile (Note [Nothing hangs forever]). The caller
-// gets a Work at once, which is what lets DDP overlap all-reduce with backward. Only
-// MPI_THREAD_SERIALIZED is needed.
+// Note [Two threads talk to MPI]: each group owns two threads, and only they call MPI after
+// initialisation. The collective thread runs the queued collectives one after another, in
+// call order, so every rank runs them in the same order; it uses MPI's blocking collectives,
+// which Open MPI tunes (a 2 MiB all-reduce between two local ranks: 0.68 ms blocking, 1.4 ms
+// non-blocking polled to completion). The caller gets a Work at once, which is what lets DDP
+// overlap all-reduce with backward. The watchdog thread answers the peers' pings and failure
+// notices on a communicator of its own every millisecond, and fails the collective in flight
+// when a peer reports that it failed (Note [Nothing hangs forever]). Needs
+// MPI_THREAD_MULTIPLE.
 // Read next: distributed/data_parallel.h.
 #pragma once
 

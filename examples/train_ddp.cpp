@@ -8,6 +8,7 @@
 // OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1); with more ranks than cores, --oversubscribe.
 // --batch-size is per rank, as in PyTorch: the step's global batch is that times the ranks.
 // Read next: distributed/data_parallel.h.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -50,7 +51,8 @@ int train_ddp(const Flags& flags) {
     throw std::invalid_argument("unknown --model '" + kind + "' (mlp or cnn)");
   }
   model->to(c.device);
-  nn::DistributedDataParallel ddp(model);
+  nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = flags.num("bucket-cap-mb"),
+                                         .first_bucket_cap_mb = flags.num("first-bucket-cap-mb")});
   std::shared_ptr<data::Dataset> train_set = data::FashionMNIST::load(true, c.data_root);
   auto test_set = data::FashionMNIST::load(false, c.data_root);
   if (c.limit > 0 && static_cast<std::size_t>(c.limit) < train_set->size()) {
@@ -117,7 +119,7 @@ int train_ddp(const Flags& flags) {
       std::printf("  per step: backward %.2f ms (all-reduce waits included), all-reduce %.2f ms of which %.0f%% "
                   "hidden behind backward; %lld bytes reduced (parameters: %lld bytes)\n",
                   backward * per_step, communication * per_step,
-                  communication > 0 ? 100.0 * (1.0 - exposed / communication) : 0.0,
+                  communication > 0 ? 100.0 * std::clamp(1.0 - exposed / communication, 0.0, 1.0) : 0.0,
                   static_cast<long long>(bytes / std::max<std::int64_t>(steps, 1)),
                   static_cast<long long>(parameter_bytes));
       std::fflush(stdout);
@@ -143,6 +145,8 @@ int main(int argc, char** argv) {
   defaults.lr = 1e-3;
   Flags flags("train_ddp", "train_mlp's or train_cnn's model across MPI ranks (DistributedDataParallel)");
   flags.add("model", "mlp", "mlp or cnn");
+  flags.add("bucket-cap-mb", "25", "DDP's gradient bucket size in MiB");
+  flags.add("first-bucket-cap-mb", "1", "the first (earliest launched) bucket's size in MiB");
   add_common_flags(flags, defaults);
   flags.parse(argc, argv);
   return run_reporting_errors("train_ddp", [&] {

@@ -1,4 +1,4 @@
-// distributed/mpi/process_group_mpi.cpp — the MPI backend (Note [One thread talks to MPI]).
+// distributed/mpi/process_group_mpi.cpp — the MPI backend (Note [Two threads talk to MPI]).
 // Built when CMake finds MPI; distributed/mpi/stub.cpp stands in otherwise.
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
@@ -83,13 +83,12 @@ void initialise_mpi() {
     if (initialised) {
       MPI_Query_thread(&provided);
     } else {
-      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
       KILN_CHECK_AS(DistBackendError, rc == MPI_SUCCESS, "MPI_Init_thread failed: ", mpi_error_text(rc));
       std::atexit(finalize_at_exit);
     }
-    KILN_CHECK_AS(DistBackendError, provided >= MPI_THREAD_SERIALIZED,
-                  "the MPI library offers thread level ", provided,
-                  ", Kiln's process group needs MPI_THREAD_SERIALIZED (one communication thread)");
+    KILN_CHECK_AS(DistBackendError, provided >= MPI_THREAD_MULTIPLE, "the MPI library offers thread level ",
+                  provided, ", Kiln's process group needs MPI_THREAD_MULTIPLE (Note [Two threads talk to MPI])");
     HalfOps& ops = half_ops();
     MPI_Op_create(&reduce_halves<Eigen::half, ReduceOp::SUM>, 1, &ops.half_sum);
     MPI_Op_create(&reduce_halves<Eigen::half, ReduceOp::MIN>, 1, &ops.half_min);
@@ -162,7 +161,11 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_free(&node);
-    return std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(rank, size, local_rank, timeout));
+    auto group = std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(rank, size, local_rank, timeout));
+    group->weak_self_ = group;
+    group->collective_thread_ = std::thread([g = group.get()] { g->run_collectives(); });
+    group->watchdog_thread_ = std::thread([g = group.get()] { g->watch(); });
+    return group;
   }
 
   ~MpiProcessGroup() override {
@@ -174,17 +177,31 @@ class MpiProcessGroup final : public ProcessGroup {
 
   std::string backend() const override { return "mpi"; }
 
-  /// Stops the communication thread and frees the communicators; a collective still in
-  /// flight fails. Called by the destructor and, before MPI_Finalize, by the exit handler.
+  /// Stops both threads and frees the communicators. Called by the destructor and, before
+  /// MPI_Finalize, by the exit handler. A collective still in flight cannot be stopped: its
+  /// thread is left in it, holding the group.
   void shut_down() {
+    bool in_flight = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (shut_down_) return;
       shut_down_ = true;
       stopping_ = true;
+      in_flight = in_flight_ != nullptr;
+      for (Operation& op : queue_) op.work->mark_failed("the process group was shut down");
+      queue_.clear();
     }
     wake_.notify_all();
-    if (worker_.joinable()) worker_.join();
+    watch_wake_.notify_all();
+    if (watchdog_thread_.joinable()) watchdog_thread_.join();
+    if (collective_thread_.joinable()) {
+      if (in_flight || collective_thread_.get_id() == std::this_thread::get_id()) {
+        collective_thread_.detach();
+        if (in_flight) stuck_ = true;
+      } else {
+        collective_thread_.join();
+      }
+    }
     if (!stuck_ && !g_finalized.load()) {
       MPI_Comm_free(&data_);
       MPI_Comm_free(&control_);
@@ -211,7 +228,7 @@ class MpiProcessGroup final : public ProcessGroup {
     const MPI_Op mop = mpi_op(staged.dtype(), op);
     void* data = staged.raw_data_ptr();
     return enqueue(describe("all_reduce", tensor, reduce_op_name(op)),
-                   [=, this](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mop, data_, r); },
+                   [=, this] { return MPI_Allreduce(MPI_IN_PLACE, data, count, type, mop, data_); },
                    finisher(tensor, staged, op));
   }
 
@@ -221,7 +238,7 @@ class MpiProcessGroup final : public ProcessGroup {
     const MPI_Datatype type = mpi_type(staged.dtype());
     void* data = staged.raw_data_ptr();
     return enqueue(describe("broadcast", tensor, ("src " + std::to_string(src)).c_str()),
-                   [=, this](MPI_Request* r) { return MPI_Ibcast(data, count, type, src, data_, r); },
+                   [=, this] { return MPI_Bcast(data, count, type, src, data_); },
                    finisher(tensor, staged, ReduceOp::SUM));
   }
 
@@ -242,7 +259,7 @@ class MpiProcessGroup final : public ProcessGroup {
       }
     };
     return enqueue(describe("all_gather", input, ""),
-                   [=, this](MPI_Request* r) { return MPI_Iallgather(in, count, type, out, count, type, data_, r); },
+                   [=, this] { return MPI_Allgather(in, count, type, out, count, type, data_); },
                    std::move(finish));
   }
 
@@ -258,15 +275,12 @@ class MpiProcessGroup final : public ProcessGroup {
     void* out = staged.raw_data_ptr();
     auto finish = finisher(output, staged, op);
     return enqueue(describe("reduce_scatter", output, reduce_op_name(op)),
-                   [=, this](MPI_Request* r) {
-                     (void)source;  // kept alive until the collective is posted and done
-                     return MPI_Ireduce_scatter_block(in, out, count, type, mop, data_, r);
-                   },
+                   [=, this] { return MPI_Reduce_scatter_block(in, out, count, type, mop, data_); },
                    [finish, source] { finish(); });
   }
 
   std::shared_ptr<Work> do_barrier() override {
-    return enqueue(std::string("barrier"), [this](MPI_Request* r) { return MPI_Ibarrier(data_, r); }, {});
+    return enqueue(std::string("barrier"), [this] { return MPI_Barrier(data_); }, {});
   }
 
  private:
@@ -283,11 +297,10 @@ class MpiProcessGroup final : public ProcessGroup {
       std::lock_guard<std::mutex> lock(live.mutex);
       live.groups.insert(this);
     }
-    worker_ = std::thread([this] { run(); });
   }
 
   struct Operation {
-    std::function<int(MPI_Request*)> post;
+    std::function<int()> run;  // the blocking MPI call
     std::shared_ptr<Work> work;
   };
 
@@ -314,8 +327,7 @@ class MpiProcessGroup final : public ProcessGroup {
     };
   }
 
-  std::shared_ptr<Work> enqueue(std::string description, std::function<int(MPI_Request*)> post,
-                                std::function<void()> finish) {
+  std::shared_ptr<Work> enqueue(std::string description, std::function<int()> run, std::function<void()> finish) {
     std::lock_guard<std::mutex> lock(mutex_);
     KILN_CHECK_AS(DistBackendError, !shut_down_, description, ": the process group was destroyed");
     ++sequence_;
@@ -323,71 +335,71 @@ class MpiProcessGroup final : public ProcessGroup {
                    std::to_string(size());
     auto work = std::make_shared<Work>(std::move(description), timeout(), [this] { return diagnose(); },
                                        std::move(finish));
-    queue_.push_back({std::move(post), work});
+    queue_.push_back({std::move(run), work});
     wake_.notify_all();
     return work;
   }
 
-  /// The communication thread (Note [One thread talks to MPI]).
-  void run() {
+  /// The collective thread (Note [Two threads talk to MPI]). Holds the group while a
+  /// collective runs, so that a group dropped meanwhile outlives the call.
+  void run_collectives() {
     for (;;) {
-      std::optional<Operation> op;
+      Operation op;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait_for(lock, std::chrono::milliseconds(1), [&] {
-          return stopping_ || !queue_.empty() || probe_requested_ || failure_to_send_.has_value();
-        });
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         if (stopping_) break;
-        if (!queue_.empty()) {
-          op = std::move(queue_.front());
-          queue_.pop_front();
+        op = std::move(queue_.front());
+        queue_.pop_front();
+        if (peer_failure_) {
+          op.work->mark_failed(*peer_failure_);
+          continue;
         }
+        in_flight_ = op.work;
       }
-      service_side_channel();
-      if (!op) continue;
-      if (const auto failure = peer_failure()) {
-        op->work->mark_failed(*failure);
-        continue;
+      const std::shared_ptr<MpiProcessGroup> self = weak_self_.lock();
+      op.work->mark_posted();
+      const int rc = op.run();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        in_flight_.reset();
       }
-      MPI_Request request = MPI_REQUEST_NULL;
-      int rc = op->post(&request);
-      op->work->mark_posted();
-      if (rc != MPI_SUCCESS) {
-        op->work->mark_failed(mpi_error_text(rc));
-        continue;
+      if (rc == MPI_SUCCESS) {
+        op.work->mark_completed();
+      } else {
+        op.work->mark_failed(mpi_error_text(rc));
       }
-      for (;;) {
-        int done = 0;
-        rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-          op->work->mark_failed(mpi_error_text(rc));
-          break;
-        }
-        if (done) {
-          op->work->mark_completed();
-          break;
-        }
-        service_side_channel();
-        const auto failure = peer_failure();
-        bool stopping = false;
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          stopping = stopping_;
-        }
-        if (failure || stopping) {
-          // The collective can never finish: MPI cannot cancel it, so this group will not
-          // free its communicators and the exit handler will not finalise MPI.
-          op->work->mark_failed(failure ? *failure : "the process group was shut down while it was in flight");
-          stuck_ = true;
-          break;
-        }
-        // Polling, not spinning: the cores belong to the training step.
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (self.use_count() == 1) {
+        // The last holder let go during the call: this thread ends the group.
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+        break;
       }
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (Operation& op : queue_) op.work->mark_failed("the process group was shut down");
-    queue_.clear();
+  }
+
+  /// The watchdog thread: the side channel every millisecond, and the failure of the
+  /// collective in flight when a peer reports its own.
+  void watch() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        watch_wake_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stopping_; });
+        if (stopping_) break;
+      }
+      service_side_channel();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (peer_failure_) {
+        // MPI cannot cancel a collective: the collective thread may stay in it for good, so
+        // this group will not free its communicators and the exit handler will not finalise.
+        if (in_flight_) {
+          in_flight_->mark_failed(*peer_failure_);
+          stuck_ = true;
+        }
+        for (Operation& op : queue_) op.work->mark_failed(*peer_failure_);
+        queue_.clear();
+      }
+    }
   }
 
   std::optional<std::string> peer_failure() {
@@ -489,9 +501,11 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   MPI_Comm data_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
-  std::thread worker_;
+  std::weak_ptr<MpiProcessGroup> weak_self_;
+  std::thread collective_thread_, watchdog_thread_;
+  std::shared_ptr<Work> in_flight_;
   std::mutex mutex_;
-  std::condition_variable wake_, state_changed_;
+  std::condition_variable wake_, watch_wake_, state_changed_;
   std::deque<Operation> queue_;
   std::int64_t sequence_ = 0;
   bool stopping_ = false, shut_down_ = false;
