@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # scripts/sanitize.sh — the memory-safety suite, run by CI after the main suite (.ci/run):
 #   1. every test under AddressSanitizer + UndefinedBehaviorSanitizer (./build-asan, -O1 to
-#      keep the build short; the oneDNN route included, CUDA off);
+#      keep the build short; the oneDNN route included, CUDA off). The distributed tests run
+#      without leak checking: Open MPI leaves its own allocations behind at exit, from
+#      plugins it has already unloaded (so no suppression can name them); memory errors and
+#      undefined behaviour are still checked there;
 #   2. the threaded tests (the DataLoader and the device prefetcher: label `data`) under
 #      ThreadSanitizer (./build-tsan). OpenMP runs one thread there: libgomp is not
 #      instrumented, so its own synchronisation would be reported as races.
@@ -18,7 +21,10 @@ asan_dir="${KILN_ASAN_BUILD_DIR:-build-asan}"
 cmake --build "$asan_dir" --parallel "$(nproc)"
 built=$SECONDS
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-  ctest --test-dir "$asan_dir" --output-on-failure --parallel "$(nproc)" --timeout 900 -E '^install\.'
+  ctest --test-dir "$asan_dir" --output-on-failure --parallel "$(nproc)" --timeout 900 -E '^install\.' \
+  -LE '^distributed$'
+ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  ctest --test-dir "$asan_dir" --output-on-failure --timeout 900 -L '^distributed$'
 echo "kiln: ASan+UBSan: build $((built - start)) s, tests $((SECONDS - built)) s"
 
 start=$SECONDS
