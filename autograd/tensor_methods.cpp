@@ -45,6 +45,29 @@ bool Tensor::retains_grad() const {
   return meta != nullptr && meta->retains_grad;
 }
 
+namespace {
+
+/// Adds `hook` to one of a leaf's hook lists (`list`, a member of AutogradMeta); the handle
+/// removes it again, if the tensor still exists.
+template <class Hook>
+HookHandle add_leaf_hook(const std::shared_ptr<TensorImpl>& leaf,
+                         std::vector<std::pair<int, Hook>> AutogradMeta::*list, Hook hook) {
+  AutogradMeta& meta = leaf->autograd_meta();
+  std::lock_guard<std::mutex> lock(meta.mutex);
+  const int id = meta.next_hook_id++;
+  (meta.*list).emplace_back(id, std::move(hook));
+  std::weak_ptr<TensorImpl> weak = leaf;
+  return HookHandle([weak, list, id] {
+    if (auto impl = weak.lock()) {
+      AutogradMeta& m = impl->autograd_meta();
+      std::lock_guard<std::mutex> l(m.mutex);
+      std::erase_if(m.*list, [id](const auto& h) { return h.first == id; });
+    }
+  });
+}
+
+}  // namespace
+
 HookHandle Tensor::register_hook(GradHook hook) const {
   KILN_CHECK(requires_grad(), "cannot register a hook on a tensor that doesn't require gradient");
   if (!is_leaf()) {
@@ -54,35 +77,13 @@ HookHandle Tensor::register_hook(GradHook hook) const {
       if (auto n = node.lock()) n->remove_pre_hook(id);
     });
   }
-  AutogradMeta& meta = impl_->autograd_meta();
-  std::lock_guard<std::mutex> lock(meta.mutex);
-  const int id = meta.next_hook_id++;
-  meta.hooks.emplace_back(id, std::move(hook));
-  std::weak_ptr<TensorImpl> weak = impl_;
-  return HookHandle([weak, id] {
-    if (auto impl = weak.lock()) {
-      AutogradMeta& m = impl->autograd_meta();
-      std::lock_guard<std::mutex> l(m.mutex);
-      std::erase_if(m.hooks, [id](const auto& h) { return h.first == id; });
-    }
-  });
+  return add_leaf_hook(impl_, &AutogradMeta::hooks, std::move(hook));
 }
 
 HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
   KILN_CHECK(requires_grad(), "cannot register a hook on a tensor that doesn't require gradient");
   KILN_CHECK(is_leaf(), "post accumulate grad hooks cannot be registered on non-leaf tensors");
-  AutogradMeta& meta = impl_->autograd_meta();
-  std::lock_guard<std::mutex> lock(meta.mutex);
-  const int id = meta.next_hook_id++;
-  meta.post_accumulate_grad_hooks.emplace_back(id, std::move(hook));
-  std::weak_ptr<TensorImpl> weak = impl_;
-  return HookHandle([weak, id] {
-    if (auto impl = weak.lock()) {
-      AutogradMeta& m = impl->autograd_meta();
-      std::lock_guard<std::mutex> l(m.mutex);
-      std::erase_if(m.post_accumulate_grad_hooks, [id](const auto& h) { return h.first == id; });
-    }
-  });
+  return add_leaf_hook(impl_, &AutogradMeta::post_accumulate_grad_hooks, std::move(hook));
 }
 
 Tensor Tensor::detach() const {
