@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include "kiln.h"
+#include "../../../examples/support/models.h"
 
 namespace {
 
@@ -32,21 +32,11 @@ void kiln_all_reduce(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * state.range(0));
 }
 
-struct Mlp : nn::Module {
-  std::shared_ptr<nn::Linear> fc1, fc2, fc3;
-  Mlp() : Module("Mlp") {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(784, 512));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(512, 256));
-    fc3 = register_module("fc3", std::make_shared<nn::Linear>(256, 10));
-  }
-  Tensor forward(const Tensor& x) override { return fc3->forward(fc2->forward(fc1->forward(x).relu()).relu()); }
-};
-
 /// One SGD step of train_mlp's model on a batch of 128 per rank; range(0): 1 through DDP
 /// (one bucket, as train_ddp's defaults give), 0 the model alone (no communication).
 void mlp_step(benchmark::State& state) {
   manual_seed(0);
-  auto model = std::make_shared<Mlp>();
+  auto model = std::make_shared<examples::Mlp>();
   std::unique_ptr<nn::DistributedDataParallel> ddp;
   if (state.range(0) == 1) ddp = std::make_unique<nn::DistributedDataParallel>(model);
   nn::Module& run = ddp ? static_cast<nn::Module&>(*ddp) : *model;
