@@ -118,6 +118,7 @@ void DistributedDataParallel::build_buckets() {
   // Reverse registration order, one open bucket per (dtype, device); a bucket closes when it
   // reaches its limit: first_bucket_cap_mb for the first of its kind, bucket_cap_mb after.
   struct Open {
+    Open(DType d, Device where) : dtype(d), device(where) {}
     DType dtype;
     Device device;
     std::int64_t bytes = 0;
@@ -133,7 +134,7 @@ void DistributedDataParallel::build_buckets() {
     const Tensor& p = params_[k];
     auto it = std::find_if(open.begin(), open.end(),
                            [&](const Open& o) { return o.dtype == p.dtype() && o.device == p.device(); });
-    if (it == open.end()) it = open.insert(open.end(), Open{p.dtype(), p.device()});
+    if (it == open.end()) it = open.insert(open.end(), Open(p.dtype(), p.device()));
     it->params.push_back(k);
     it->bytes += p.numel() * static_cast<std::int64_t>(itemsize(p.dtype()));
     if (it->bytes >= limit(*it)) {

@@ -1,10 +1,14 @@
 // distributed/distributed.cpp — the default process group and the free collectives.
 #include "distributed/distributed.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 
+#include "core/creation.h"
 #include "distributed/process_group_mpi.h"
+#include "distributed/process_group_nccl.h"
 
 namespace kiln::distributed {
 namespace {
@@ -31,6 +35,56 @@ std::terminate_handler g_previous_terminate = nullptr;
   std::abort();
 }
 
+std::string built_backends() {
+  std::string names;
+  if (mpi_is_available()) names += "mpi";
+  if (nccl_is_available()) names += names.empty() ? "nccl" : ", nccl";
+  return names.empty() ? "none" : names;
+}
+
+/// The launcher's world size when no MPI can tell (mpirun's and torchrun's variables); 1 if unset.
+int launcher_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 1;
+}
+
+/// The NCCL group of this rank: MPI's group carries rank 0's unique id to the others, and
+/// stays as the channel for failure notices (Note [NCCL's streams and the watchdog]).
+std::shared_ptr<ProcessGroup> new_default_nccl_group(const InitOptions& options) {
+  KILN_CHECK_AS(DistBackendError, nccl_is_available(), "init_process_group: backend 'nccl' is not in this build (",
+                "it has: ", built_backends(), "); NCCL needs the CUDA backend and NCCL at configure time");
+  NcclGroupOptions nccl;
+  nccl.timeout = options.timeout;
+  if (mpi_is_available()) {
+    nccl.bootstrap = new_mpi_process_group(options.timeout);
+    nccl.rank = nccl.bootstrap->rank();
+    nccl.size = nccl.bootstrap->size();
+    nccl.local_rank = nccl.bootstrap->local_rank();
+    Tensor id = zeros({static_cast<std::int64_t>(nccl.id.size())}, TensorOptions().dtype(kUInt8));
+    if (nccl.rank == 0) {
+      NcclUniqueId made;
+      try {
+        made = nccl_unique_id();
+      } catch (const std::exception& e) {
+        nccl.bootstrap->report_failure(e.what());  // the others wait in the broadcast below
+        throw;
+      }
+      std::memcpy(id.raw_data_ptr(), made.data(), made.size());
+    }
+    nccl.bootstrap->broadcast(id, 0)->wait();
+    std::memcpy(nccl.id.data(), id.raw_data_ptr(), nccl.id.size());
+  } else {
+    const int world = launcher_world_size();
+    KILN_CHECK_AS(DistBackendError, world <= 1, "init_process_group: the launcher started ", world,
+                  " ranks, but this build of Kiln has no MPI to hand NCCL's unique id to them (install "
+                  "libopenmpi-dev and configure again)");
+    nccl.id = nccl_unique_id();
+  }
+  return new_nccl_process_group(nccl);
+}
+
 std::shared_ptr<Work> finish(std::shared_ptr<Work> work, CollectiveOptions o) {
   if (!o.async_op) work->wait();
   return work;
@@ -41,9 +95,9 @@ std::shared_ptr<Work> finish(std::shared_ptr<Work> work, CollectiveOptions o) {
 void init_process_group(const InitOptions& options) {
   std::lock_guard<std::mutex> lock(g_mutex);
   KILN_CHECK_VALUE(!g_default, "trying to initialize the default process group twice!");
-  KILN_CHECK_VALUE(options.backend == "mpi", "init_process_group: unknown backend '", options.backend,
-                   "' (this build has: mpi)");
-  g_default = new_mpi_process_group(options.timeout);
+  KILN_CHECK_VALUE(options.backend == "mpi" || options.backend == "nccl", "init_process_group: unknown backend '",
+                   options.backend, "' (Kiln has mpi and nccl; this build has: ", built_backends(), ")");
+  g_default = options.backend == "mpi" ? new_mpi_process_group(options.timeout) : new_default_nccl_group(options);
   static std::once_flag once;
   std::call_once(once, [] { g_previous_terminate = std::set_terminate(report_then_terminate); });
 }

@@ -15,7 +15,9 @@
 namespace kiln::distributed {
 
 struct InitOptions {
-  std::string backend = "mpi";  // "mpi" (CPU tensors, CUDA ones staged through host memory)
+  /// "mpi": CPU tensors (CUDA ones staged through host memory); "nccl": CUDA tensors, one
+  /// device per rank (MPI, when built, hands NCCL's unique id to the ranks).
+  std::string backend = "mpi";
   /// How long a collective may wait for its peers (torch.distributed's default: 30 minutes).
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
 };

@@ -107,6 +107,9 @@ class ProcessGroup {
   /// Tells every peer that this rank failed with `message`: their pending and later
   /// collectives throw DistBackendError naming this rank (Note [Nothing hangs forever]).
   virtual void report_failure(const std::string& message) = 0;
+  /// The failure a peer reported to this rank, if any (what a group built on top of this one,
+  /// as NCCL's is on MPI's, watches for).
+  virtual std::optional<std::string> peer_failure() { return std::nullopt; }
 
  protected:
   virtual std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op) = 0;

@@ -4,6 +4,7 @@
 // prints, evaluates and writes the checkpoint (which train_mlp's model loads as it is).
 //   mpirun -np 2 build/examples/train_ddp --epochs 1                  # one machine, 2 ranks
 //   mpirun -np 4 --hostfile hosts build/examples/train_ddp --model cnn  # several machines
+//   mpirun -np 2 build/examples/train_ddp --device cuda --backend nccl  # a GPU per rank
 // As root, Open MPI wants --allow-run-as-root (or OMPI_ALLOW_RUN_AS_ROOT=1 and
 // OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1); with more ranks than cores, --oversubscribe.
 // --batch-size is per rank, as in PyTorch: the step's global batch is that times the ranks.
@@ -29,9 +30,13 @@ int threads_per_rank() {
 }
 
 int train_ddp(const Flags& flags) {
-  distributed::init_process_group();
+  distributed::init_process_group({.backend = flags.str("backend")});
   const int rank = distributed::get_rank(), world = distributed::get_world_size();
   TrainConfig c = config_from(flags);
+  // NCCL wants one GPU per rank: the rank's own on its machine, as its process group chose.
+  if (flags.str("backend") == "nccl" && c.device.is_cuda() && !c.device.has_index()) {
+    c.device = Device(DeviceType::CUDA, distributed::get_local_rank() % cuda::device_count());
+  }
   if (c.plan || c.batch_size == 0 || !c.checkpoint_dir.empty() || c.resume) {
     throw std::invalid_argument("train_ddp does not take --plan, --batch-size auto, --checkpoint-dir or --resume "
                                 "(train_mlp and train_cnn do)");
@@ -145,6 +150,7 @@ int main(int argc, char** argv) {
   defaults.lr = 1e-3;
   Flags flags("train_ddp", "train_mlp's or train_cnn's model across MPI ranks (DistributedDataParallel)");
   flags.add("model", "mlp", "mlp or cnn");
+  flags.add("backend", "mpi", "mpi (CPU tensors; CUDA ones staged through host memory) or nccl (--device cuda)");
   flags.add("bucket-cap-mb", "25", "DDP's gradient bucket size in MiB");
   flags.add("first-bucket-cap-mb", "1", "the first (earliest launched) bucket's size in MiB");
   add_common_flags(flags, defaults);

@@ -28,6 +28,12 @@ if [ -d .gpu-deps/usr ]; then
   export KILN_FASHION_MNIST="$PWD/.gpu-deps/fashion-mnist"
 fi
 
+# NCCL: the CUDA toolkit's if it has one, else the nvidia-nccl wheel PyTorch brings along.
+if ! [ -e /usr/local/cuda/include/nccl.h ]; then
+  nccl_root=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
+  [ -n "$nccl_root" ] && [ -e "$nccl_root/include/nccl.h" ] && extra+=(-DKILN_NCCL_ROOT="$nccl_root")
+fi
+
 {
   echo "# Kiln GPU check"
   echo
@@ -57,6 +63,13 @@ echo "CUDA tests run (not skipped): $(grep -cE 'Cuda.*Passed|Cuda.*Failed' "$out
 if grep -q "(Failed)\|(Timeout)\|Exception" "$out/ctest.log"; then
   { echo; echo "Failures:"; echo '```'; grep -E "\(Failed\)|\(Timeout\)|Exception" "$out/ctest.log" | head -40; echo '```'; } >>"$report"
   ctest --test-dir build-gpu --rerun-failed --output-on-failure 2>&1 | tail -150 >"$out/failures.log"
+fi
+
+section "NCCL backend (tests/distributed/nccl, ranks as threads)"
+grep -E "distributed (MPI|NCCL) backend" "$log" | sed 's/^-- /- /' >>"$report"
+if [ -x build-gpu/tests/kiln_nccl_tests ]; then
+  timeout 240 build-gpu/tests/kiln_nccl_tests >"$out/nccl.log" 2>&1
+  { echo '```'; grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Skipped|refus|Failure|error" "$out/nccl.log" | head -30; echo '```'; } >>"$report"
 fi
 
 section "Examples on --device cuda"

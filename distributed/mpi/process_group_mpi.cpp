@@ -220,6 +220,11 @@ class MpiProcessGroup final : public ProcessGroup {
                             [&] { return failure_seen_by_ + 1 >= size() || shut_down_; });
   }
 
+  std::optional<std::string> peer_failure() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peer_failure_;
+  }
+
  protected:
   std::shared_ptr<Work> do_all_reduce(Tensor& tensor, ReduceOp op) override {
     Tensor staged = staging_for(tensor);
@@ -400,11 +405,6 @@ class MpiProcessGroup final : public ProcessGroup {
         queue_.clear();
       }
     }
-  }
-
-  std::optional<std::string> peer_failure() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return peer_failure_;
   }
 
   void send(int peer, Notice kind, const std::string& text = {}) {
