@@ -118,6 +118,16 @@ struct LstmCellKernels {
   Forward forward = nullptr;
   Backward backward = nullptr;
 };
+// Softmax or log-softmax along `dim` of a contiguous tensor, in one pass per row (Note [One
+// pass per softmax row] in core/cpu/softmax.cpp). y is the forward's output; the backward
+// writes grad_input = y (g - Σ g y) for softmax, g - exp(y) Σ g for log-softmax.
+struct SoftmaxKernels {
+  using Forward = void (*)(const Tensor& out, const Tensor& x, std::int64_t dim, bool log);
+  using Backward = void (*)(const Tensor& grad_input, const Tensor& grad_output, const Tensor& y, std::int64_t dim,
+                            bool log);
+  Forward forward = nullptr;
+  Backward backward = nullptr;
+};
 // Fills self with random values; a and b are the distribution's parameters.
 using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
 // One fused Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq with
@@ -152,6 +162,7 @@ struct BackendKernels {
   BatchNormKernels batch_norm{};
   PoolKernels pool2d{};
   LstmCellKernels lstm_cell{};
+  SoftmaxKernels softmax{};
   /// Which op families take the op kernels by default (core/backends.h), by backends::OpFamily.
   std::array<bool, static_cast<std::size_t>(backends::OpFamily::kCount)> prefers_op_kernels{};
   RandomKernel random = nullptr;

@@ -12,6 +12,7 @@
 #include "core/creation.h"
 #include "core/ops/allocate.h"
 #include "core/ops/random.h"
+#include "core/ops/softmax.h"
 
 namespace kiln {
 
@@ -57,7 +58,9 @@ struct ScaledDotProductAttentionFn : Function<ScaledDotProductAttentionFn> {
     if (ctx.needs_input_grad(0) || ctx.needs_input_grad(1) || ctx.needs_input_grad(3)) {
       Tensor dp = matmul(dout, v.transpose(-2, -1));
       if (keep.defined()) dp = dp * keep;
-      const Tensor ds = p * (dp - (dp * p).sum({-1}, true));
+      const Tensor ds = !is_grad_enabled() && ops::can_fuse_softmax(p) && dp.dtype() == p.dtype()
+                            ? ops::softmax_backward(dp, p, -1, /*log=*/false)
+                            : p * (dp - (dp * p).sum({-1}, true));
       if (ctx.needs_input_grad(0)) dq = matmul(ds, k) * scale;
       if (ctx.needs_input_grad(1)) dk = matmul(ds.transpose(-2, -1), q) * scale;
       if (ctx.needs_input_grad(3)) dmask = ds;

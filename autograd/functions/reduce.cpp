@@ -1,6 +1,7 @@
 // autograd/functions/reduce.cpp — differentiable reductions. sum, prod, amax/amin, max/min
-// along a dim and the 2-norm are Functions; mean, var, std, logsumexp, softmax and
-// log_softmax are composites of them and get their gradients for free.
+// along a dim and the 2-norm are Functions; mean, var, std and logsumexp are composites of
+// them and get their gradients for free (softmax and log_softmax are ops of their own:
+// autograd/functions/softmax.cpp).
 // Read next: autograd/functions/linalg.cpp.
 #include "autograd/functions/reduce.h"
 
@@ -251,25 +252,6 @@ Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim) const {
       Tensor out = (x - m).exp().sum(dims, true).log() + m;
       return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), wrap_dims(dims, x.dim()), false));
     });
-  }, *this);
-}
-
-Tensor Tensor::softmax(std::int64_t dim) const {
-  return amp::run<amp::CastPolicy::Fp32>([dim](const Tensor& self) {
-    const Tensor input = self.is_floating_point() ? self : self.to(default_dtype());
-    return in_float_math(input, [&](const Tensor& x) {
-      // exp(x - max) / sum: the max is detached (softmax is shift-invariant, so its gradient
-      // through the max is zero) and keeps exp from overflowing.
-      const Tensor e = (x - x.detach().amax(dim, true)).exp();
-      return e / e.sum(dim, true);
-    });
-  }, *this);
-}
-
-Tensor Tensor::log_softmax(std::int64_t dim) const {
-  return amp::run<amp::CastPolicy::Fp32>([dim](const Tensor& self) {
-    const Tensor input = self.is_floating_point() ? self : self.to(default_dtype());
-    return in_float_math(input, [&](const Tensor& x) { return x - x.logsumexp(dim, true); });
   }, *this);
 }
 

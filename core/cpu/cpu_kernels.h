@@ -59,6 +59,9 @@ void lstm_cell_forward_kernel(const Tensor& gates, const Tensor& c, const Tensor
                               const Tensor& projected, const Tensor& c_prev);
 void lstm_cell_backward_kernel(const Tensor& grad_gates, const Tensor& grad_c, const Tensor& grad_h,
                                const Tensor& grad_output, const Tensor& gates, const Tensor& c, const Tensor& c_prev);
+void softmax_forward_kernel(const Tensor& out, const Tensor& x, std::int64_t dim, bool log);
+void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& y, std::int64_t dim,
+                             bool log);
 void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
 void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const AdamStep& step);

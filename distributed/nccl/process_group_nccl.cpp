@@ -285,7 +285,6 @@ class NcclProcessGroup final : public ProcessGroup {
     }
   }
 
-
   /// Queues one collective on the group's stream after the caller's current stream's work,
   /// and hands its completion to the watchdog.
   std::shared_ptr<Work> launch(std::string description, std::vector<Tensor> held,

@@ -26,8 +26,8 @@ void BM_MemcpyBaseline(benchmark::State& state) {
   }
   set_bytes(state, state.range(0));
 }
-// 802,816 floats: batch norm's [128, 8, 28, 28] below.
-BENCHMARK(BM_MemcpyBaseline)->Arg(100'352)->Arg(802'816)->Arg(1'000'000)->Arg(10'000'000)->UseRealTime();
+// 262,144 floats: the attention scores below; 802,816: batch norm's [128, 8, 28, 28].
+BENCHMARK(BM_MemcpyBaseline)->Arg(100'352)->Arg(262'144)->Arg(802'816)->Arg(1'000'000)->Arg(10'000'000)->UseRealTime();
 
 // Every element into one output (layout A with one block).
 void BM_SumAll(benchmark::State& state) {
@@ -78,5 +78,31 @@ void BM_MeanChannels(benchmark::State& state) {
   set_bytes(state, x.numel());
 }
 BENCHMARK(BM_MeanChannels)->UseRealTime();
+
+// Softmax forward and backward over attention scores [batch 16 x 4 heads x 64 queries, 64
+// keys], fused (Note [One pass per softmax row]) and composed from the ops it replaced. Both
+// read the scores and the output's gradient and write two tensors; the floor is a few
+// memcpys of 262,144 floats.
+void softmax_step(benchmark::State& state, bool fused) {
+  Tensor x = randn({4096, 64}).as_leaf();
+  const Tensor g = randn({4096, 64});
+  for (auto _ : state) {
+    Tensor y;
+    if (fused) {
+      y = x.softmax(-1);
+    } else {
+      const Tensor e = (x - x.detach().amax(-1, true)).exp();
+      y = e / e.sum(-1, true);
+    }
+    y.backward(g);
+    benchmark::DoNotOptimize(x.grad().raw_data_ptr());
+    x.mutable_grad() = Tensor();
+  }
+  set_bytes(state, x.numel());
+}
+void BM_SoftmaxStepFused(benchmark::State& state) { softmax_step(state, true); }
+void BM_SoftmaxStepComposed(benchmark::State& state) { softmax_step(state, false); }
+BENCHMARK(BM_SoftmaxStepFused)->UseRealTime();
+BENCHMARK(BM_SoftmaxStepComposed)->UseRealTime();
 
 }  // namespace

@@ -242,6 +242,14 @@ std::vector<OpInfo> build() {
   add({"softmax", [](const TensorList& x) { return x[0].softmax(1); },
        {{"rows", {F(k23, {2, 3})}, {0.0900305732, 0.2447284711, 0.6652409558, 0.0900305732, 0.2447284711, 0.6652409558}, {2, 3}}},
        fl(), true, {}});
+  // The fused kernel's other layouts: the dim in the middle (inner > 1), and a transposed
+  // input, whose rows are not contiguous.
+  add({"softmax_middle_dim", [](const TensorList& x) { return x[0].softmax(1); },
+       {{"[2, 3, 2]", {F(ramp(12), {2, 3, 2})}, {}, {2, 3, 2}}}, fl(), true, {}});
+  add({"log_softmax_transposed", [](const TensorList& x) { return x[0].t().log_softmax(-1); },
+       {{"rows of a transpose", {F(k23, {2, 3})}, {-3.0485873516, -0.0485873516, -3.0485873516, -0.0485873516,
+                                                     -3.0485873516, -0.0485873516}, {3, 2}}},
+       fl(), true, {}});
   add({"log_softmax", [](const TensorList& x) { return x[0].log_softmax(0); },
        {{"columns", {F(k23, {2, 3})}, {-3.0485873516, -3.0485873516, -3.0485873516, -0.0485873516, -0.0485873516, -0.0485873516}, {2, 3}}},
        fl(), true, {}});

@@ -1,0 +1,182 @@
+// core/cpu/softmax.cpp — softmax and log-softmax along one dim, forward and backward.
+//
+// Note [One pass per softmax row]: composed from ops, softmax(x) = exp(x - max) / Σ exp(x - max)
+// makes five passes over the tensor and allocates four temporaries (the max, the difference,
+// the exponentials, the sums), and its backward y (g - Σ g y) four more; log-softmax through
+// logsumexp makes eight. Here each row is read into the cache once: its max, then the
+// exponentials and their sum, then the scaling, all while the row is hot. The sums are kept in
+// double, so a Float32 row of any length sums as accurately as the Float64 reference rounds
+// it. The tensor is seen as [outer, n, inner] with the reduced dim n in the middle; when the
+// dim is the last one (inner = 1: attention's scores, a classifier's logits) each row is
+// contiguous and Eigen vectorises along it, otherwise along inner, n rows at a time.
+// Read next: autograd/functions/softmax.cpp.
+#include <Eigen/Core>
+
+#include <cmath>
+
+#include "core/cpu/cpu_kernels.h"
+#include "core/cpu/parallel.h"
+#include "core/dispatch.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+using SoftmaxTypes = TypeList<float, double>;
+
+template <class T>
+using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+// One outer slice [n, inner] as an inner x n column-major array: column i is element i of
+// every row, so reductions over the dim run along Eigen's rows.
+template <class T>
+using Block = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic>>;
+template <class T>
+using ConstBlock = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic>>;
+
+struct Geometry {
+  std::int64_t outer = 1, n = 1, inner = 1;
+};
+
+Geometry geometry_of(const Tensor& t, std::int64_t dim) {
+  Geometry g;
+  for (std::int64_t d = 0; d < t.dim(); ++d) {
+    const std::int64_t size = t.sizes()[static_cast<std::size_t>(d)];
+    if (d < dim) g.outer *= size;
+    if (d == dim) g.n = size;
+    if (d > dim) g.inner *= size;
+  }
+  return g;
+}
+
+/// Slices per task: about kGrainSize elements each.
+std::int64_t slices_per_task(std::int64_t slice_elements) {
+  return std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(slice_elements, 1));
+}
+
+/// log-softmax subtracts log Σ exp(x - m) from x - m. An infinite max is replaced by 0, as
+/// logsumexp does, so that a row of -inf gives -inf - (-inf) = NaN like PyTorch, not a
+/// NaN from the shift.
+template <class T>
+T shift_of(T max) {
+  return std::isinf(max) ? T(0) : max;
+}
+
+/// Σ a[i] · b[i] (b null: Σ a[i]) in double, in eight independent lanes: the compiler
+/// vectorises them, where one double accumulator would be a chain of dependent adds.
+template <class T>
+double wide_sum(const T* a, const T* b, std::int64_t n) {
+  double lanes[8] = {};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) {
+      lanes[k] += static_cast<double>(a[i + k]) * (b ? static_cast<double>(b[i + k]) : 1.0);
+    }
+  }
+  double tail = 0.0;
+  for (; i < n; ++i) tail += static_cast<double>(a[i]) * (b ? static_cast<double>(b[i]) : 1.0);
+  return tail + (((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])));
+}
+
+template <class T>
+void forward_row(T* out, const T* x, std::int64_t n, bool log) {
+  const ConstRow<T> in(x, n);
+  Row<T> y(out, n);
+  const T max = in.maxCoeff();
+  if (log) {
+    y = in - shift_of(max);
+    thread_local Eigen::Array<T, Eigen::Dynamic, 1> exponentials;
+    exponentials.resize(n);
+    exponentials = y.exp();
+    y -= static_cast<T>(std::log(wide_sum<T>(exponentials.data(), nullptr, n)));
+  } else {
+    y = (in - max).exp();
+    y /= static_cast<T>(wide_sum<T>(out, nullptr, n));
+  }
+}
+
+template <class T>
+void forward_block(T* out, const T* x, const Geometry& g, bool log) {
+  const ConstBlock<T> in(x, g.inner, g.n);
+  Block<T> y(out, g.inner, g.n);
+  Eigen::Array<T, Eigen::Dynamic, 1> shift = in.rowwise().maxCoeff();
+  if (log) {
+    shift = shift.unaryExpr([](T m) { return shift_of(m); });
+    y = in.colwise() - shift;
+    const Eigen::ArrayXd sums = y.exp().template cast<double>().rowwise().sum();
+    y.colwise() -= sums.log().template cast<T>();
+  } else {
+    y = (in.colwise() - shift).exp();
+    const Eigen::ArrayXd sums = y.template cast<double>().rowwise().sum();
+    y.colwise() /= sums.template cast<T>();
+  }
+}
+
+template <class T>
+void backward_row(T* grad_in, const T* grad_out, const T* y, std::int64_t n, bool log) {
+  const ConstRow<T> g(grad_out, n), out(y, n);
+  Row<T> gi(grad_in, n);
+  if (log) {
+    gi = g - out.exp() * static_cast<T>(wide_sum<T>(grad_out, nullptr, n));
+  } else {
+    gi = out * (g - static_cast<T>(wide_sum<T>(grad_out, y, n)));
+  }
+}
+
+template <class T>
+void backward_block(T* grad_in, const T* grad_out, const T* y, const Geometry& geo, bool log) {
+  const ConstBlock<T> g(grad_out, geo.inner, geo.n), out(y, geo.inner, geo.n);
+  Block<T> gi(grad_in, geo.inner, geo.n);
+  if (log) {
+    const Eigen::ArrayXd sums = g.template cast<double>().rowwise().sum();
+    gi = g - out.exp() * sums.template cast<T>().replicate(1, geo.n);
+  } else {
+    const Eigen::ArrayXd dots = (g.template cast<double>() * out.template cast<double>()).rowwise().sum();
+    gi = out * (g - dots.template cast<T>().replicate(1, geo.n));
+  }
+}
+
+}  // namespace
+
+void softmax_forward_kernel(const Tensor& out, const Tensor& x, std::int64_t dim, bool log) {
+  const Geometry g = geometry_of(x, dim);
+  if (g.n == 0) return;
+  dispatch_dtype<SoftmaxTypes>(x.dtype(), "softmax_cpu", [&]<typename T>() {
+    const T* const in = x.data_ptr<T>();
+    T* const y = out.data_ptr<T>();
+    const std::int64_t slice = g.n * g.inner;
+    parallel_for(0, g.outer, slices_per_task(slice), [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t o = begin; o < end; ++o) {
+        if (g.inner == 1) {
+          forward_row(y + o * slice, in + o * slice, g.n, log);
+        } else {
+          forward_block(y + o * slice, in + o * slice, g, log);
+        }
+      }
+    });
+  });
+}
+
+void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& y, std::int64_t dim,
+                             bool log) {
+  const Geometry g = geometry_of(y, dim);
+  if (g.n == 0) return;
+  dispatch_dtype<SoftmaxTypes>(y.dtype(), "softmax_backward_cpu", [&]<typename T>() {
+    T* const gi = grad_input.data_ptr<T>();
+    const T* const go = grad_output.data_ptr<T>();
+    const T* const out = y.data_ptr<T>();
+    const std::int64_t slice = g.n * g.inner;
+    parallel_for(0, g.outer, slices_per_task(slice), [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t o = begin; o < end; ++o) {
+        if (g.inner == 1) {
+          backward_row(gi + o * slice, go + o * slice, out + o * slice, g.n, log);
+        } else {
+          backward_block(gi + o * slice, go + o * slice, out + o * slice, g, log);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace kiln::cpu
