@@ -141,7 +141,18 @@ WideSum sum_contiguous(const T* p, std::int64_t n) {
   constexpr std::int64_t L = kSumLanes<T>;
   std::array<WideSum, L> lanes;
   const std::int64_t rows = n / L;
-  detail::sum_rows_into<true, false, L>(p, rows, L, L, lanes.data());
+  if (rows <= kSumBlock) {
+    // One block (a softmax row, a short bias): the cascade would pass its lane sums on
+    // unchanged, so they go straight to double, with the same result and none of its cost.
+    using B = BlockSum<T>;
+    B block[L] = {};
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t j = 0; j < L; ++j) block[j] += static_cast<B>(p[r * L + j]);
+    }
+    for (std::int64_t j = 0; j < L; ++j) lanes[static_cast<std::size_t>(j)] = static_cast<WideSum>(block[j]);
+  } else {
+    detail::sum_rows_into<true, false, L>(p, rows, L, L, lanes.data());
+  }
   for (std::int64_t i = rows * L; i < n; ++i) lanes[static_cast<std::size_t>(i - rows * L)] += static_cast<WideSum>(static_cast<BlockSum<T>>(p[i]));
   // The lanes pairwise: log2(L) levels of one addition each.
   for (std::int64_t half = L / 2; half > 0; half /= 2) {

@@ -4,9 +4,9 @@
 // makes five passes over the tensor and allocates four temporaries (the max, the difference,
 // the exponentials, the sums), and its backward y (g - Σ g y) four more; log-softmax through
 // logsumexp makes eight. Here each row is read into the cache once: its max, then the
-// exponentials and their sum, then the scaling, all while the row is hot. The sums are kept in
-// double, so a Float32 row of any length sums as accurately as the Float64 reference rounds
-// it. The tensor is seen as [outer, n, inner] with the reduced dim n in the middle; when the
+// exponentials and their sum, then the scaling, all while the row is hot. The sums are Kiln's
+// cascade (Note [How Kiln sums] in core/cpu/cascade_sum.h), so a Float32 row of any length
+// sums within a few ε, as the composed ops did. The tensor is seen as [outer, n, inner] with the reduced dim n in the middle; when the
 // dim is the last one (inner = 1: attention's scores, a classifier's logits) each row is
 // contiguous and Eigen vectorises along it, otherwise along inner, n rows at a time.
 // Read next: autograd/functions/softmax.cpp.
@@ -14,6 +14,7 @@
 
 #include <cmath>
 
+#include "core/cpu/cascade_sum.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
 #include "core/dispatch.h"
@@ -63,20 +64,20 @@ T shift_of(T max) {
   return std::isinf(max) ? T(0) : max;
 }
 
-/// Σ a[i] · b[i] (b null: Σ a[i]) in double, in eight independent lanes: the compiler
-/// vectorises them, where one double accumulator would be a chain of dependent adds.
+/// Scratch for one row's or block's terms, reused by each thread.
 template <class T>
-double wide_sum(const T* a, const T* b, std::int64_t n) {
-  double lanes[8] = {};
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) {
-      lanes[k] += static_cast<double>(a[i + k]) * (b ? static_cast<double>(b[i + k]) : 1.0);
-    }
-  }
-  double tail = 0.0;
-  for (; i < n; ++i) tail += static_cast<double>(a[i]) * (b ? static_cast<double>(b[i]) : 1.0);
-  return tail + (((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])));
+Eigen::Array<T, Eigen::Dynamic, 1>& scratch(std::int64_t n) {
+  thread_local Eigen::Array<T, Eigen::Dynamic, 1> terms;
+  terms.resize(n);
+  return terms;
+}
+
+/// Σ over the dim of an [inner x n] block (Kiln's cascade, lanes along inner), into sums.
+template <class T>
+void sum_block(const T* p, const Geometry& g, Eigen::ArrayXd& sums) {
+  sums.setZero(g.inner);
+  constexpr std::int64_t L = kSumLanes<T>;
+  for (std::int64_t j = 0; j < g.inner; j += L) sum_rows(p + j, g.n, g.inner, std::min(L, g.inner - j), sums.data() + j);
 }
 
 template <class T>
@@ -86,13 +87,12 @@ void forward_row(T* out, const T* x, std::int64_t n, bool log) {
   const T max = in.maxCoeff();
   if (log) {
     y = in - shift_of(max);
-    thread_local Eigen::Array<T, Eigen::Dynamic, 1> exponentials;
-    exponentials.resize(n);
+    auto& exponentials = scratch<T>(n);
     exponentials = y.exp();
-    y -= static_cast<T>(std::log(wide_sum<T>(exponentials.data(), nullptr, n)));
+    y -= static_cast<T>(std::log(sum_contiguous(exponentials.data(), n)));
   } else {
     y = (in - max).exp();
-    y /= static_cast<T>(wide_sum<T>(out, nullptr, n));
+    y /= static_cast<T>(sum_contiguous(out, n));
   }
 }
 
@@ -101,14 +101,17 @@ void forward_block(T* out, const T* x, const Geometry& g, bool log) {
   const ConstBlock<T> in(x, g.inner, g.n);
   Block<T> y(out, g.inner, g.n);
   Eigen::Array<T, Eigen::Dynamic, 1> shift = in.rowwise().maxCoeff();
+  Eigen::ArrayXd sums;
   if (log) {
     shift = shift.unaryExpr([](T m) { return shift_of(m); });
     y = in.colwise() - shift;
-    const Eigen::ArrayXd sums = y.exp().template cast<double>().rowwise().sum();
+    auto& exponentials = scratch<T>(g.n * g.inner);
+    Block<T>(exponentials.data(), g.inner, g.n) = y.exp();
+    sum_block(exponentials.data(), g, sums);
     y.colwise() -= sums.log().template cast<T>();
   } else {
     y = (in.colwise() - shift).exp();
-    const Eigen::ArrayXd sums = y.template cast<double>().rowwise().sum();
+    sum_block(out, g, sums);
     y.colwise() /= sums.template cast<T>();
   }
 }
@@ -118,9 +121,11 @@ void backward_row(T* grad_in, const T* grad_out, const T* y, std::int64_t n, boo
   const ConstRow<T> g(grad_out, n), out(y, n);
   Row<T> gi(grad_in, n);
   if (log) {
-    gi = g - out.exp() * static_cast<T>(wide_sum<T>(grad_out, nullptr, n));
+    gi = g - out.exp() * static_cast<T>(sum_contiguous(grad_out, n));
   } else {
-    gi = out * (g - static_cast<T>(wide_sum<T>(grad_out, y, n)));
+    auto& products = scratch<T>(n);
+    products = g * out;
+    gi = out * (g - static_cast<T>(sum_contiguous(products.data(), n)));
   }
 }
 
@@ -128,12 +133,15 @@ template <class T>
 void backward_block(T* grad_in, const T* grad_out, const T* y, const Geometry& geo, bool log) {
   const ConstBlock<T> g(grad_out, geo.inner, geo.n), out(y, geo.inner, geo.n);
   Block<T> gi(grad_in, geo.inner, geo.n);
+  Eigen::ArrayXd sums;
   if (log) {
-    const Eigen::ArrayXd sums = g.template cast<double>().rowwise().sum();
+    sum_block(grad_out, geo, sums);
     gi = g - out.exp() * sums.template cast<T>().replicate(1, geo.n);
   } else {
-    const Eigen::ArrayXd dots = (g.template cast<double>() * out.template cast<double>()).rowwise().sum();
-    gi = out * (g - dots.template cast<T>().replicate(1, geo.n));
+    auto& products = scratch<T>(geo.n * geo.inner);
+    Block<T>(products.data(), geo.inner, geo.n) = g * out;
+    sum_block(products.data(), geo, sums);
+    gi = out * (g - sums.template cast<T>().replicate(1, geo.n));
   }
 }
 
