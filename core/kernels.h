@@ -128,6 +128,19 @@ struct SoftmaxKernels {
   Forward forward = nullptr;
   Backward backward = nullptr;
 };
+// Layer normalisation of each row of a contiguous [M, N] input (N: the normalized shape's
+// elements); weight and bias [N] or undefined. The forward saves each row's mean and 1/std
+// ([M]) for the backward, which writes whichever of grad_input, grad_weight and grad_bias are
+// defined.
+struct LayerNormKernels {
+  using Forward = void (*)(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& input,
+                           const Tensor& weight, const Tensor& bias, double eps);
+  using Backward = void (*)(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                            const Tensor& grad_output, const Tensor& input, const Tensor& mean, const Tensor& rstd,
+                            const Tensor& weight);
+  Forward forward = nullptr;
+  Backward backward = nullptr;
+};
 // Fills self with random values; a and b are the distribution's parameters.
 using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
 // One fused Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq with
@@ -163,6 +176,7 @@ struct BackendKernels {
   PoolKernels pool2d{};
   LstmCellKernels lstm_cell{};
   SoftmaxKernels softmax{};
+  LayerNormKernels layer_norm{};
   /// Which op families take the op kernels by default (core/backends.h), by backends::OpFamily.
   std::array<bool, static_cast<std::size_t>(backends::OpFamily::kCount)> prefers_op_kernels{};
   RandomKernel random = nullptr;

@@ -1,4 +1,4 @@
-// autograd/functions/nn.cpp — losses, dropout, embedding and normalisation, all composed
+// autograd/functions/nn.cpp — losses, dropout, embedding and batch normalisation, all composed
 // from differentiable primitives (so gradcheck covers them through their parts, and their
 // double backward comes for free); batch_norm in training hands over to native_batch_norm
 // where the backend has batch-norm kernels (cuDNN). Formulas follow PyTorch's, including its reductions and
@@ -257,34 +257,6 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   return amp::run<amp::CastPolicy::Fp32>(batch_norm_impl, input, running_mean, running_var, weight, bias,
                                          training, momentum, eps)
       .to(input.dtype());
-}
-
-static Tensor layer_norm_impl(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
-                              const Tensor& bias, double eps) {
-  const auto n = static_cast<std::int64_t>(normalized_shape.size());
-  bool matches = input.dim() >= n;
-  for (std::int64_t i = 0; matches && i < n; ++i) {
-    matches = input.sizes()[input.dim() - n + i] == normalized_shape[static_cast<std::size_t>(i)];
-  }
-  if (!matches) {
-    std::string inner;
-    for (auto s : normalized_shape) inner += ", " + std::to_string(s);
-    KILN_FAIL("Given normalized_shape=", normalized_shape, ", expected input with shape [*", inner,
-              "], but got input of size", input.sizes());
-  }
-  Shape dims;
-  for (std::int64_t d = input.dim() - n; d < input.dim(); ++d) dims.push_back(d);
-  Tensor out = in_float_math(input, [&](const Tensor& x) {
-    return (x - x.mean(dims, true)) / (x.var(dims, false, true) + eps).sqrt();
-  });
-  if (weight.defined()) out = out * weight;
-  if (bias.defined()) out = out + bias;
-  return out;
-}
-
-Tensor layer_norm(const Tensor& input, IntArrayRef normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
-  return amp::run<amp::CastPolicy::Fp32>(layer_norm_impl, input, normalized_shape, weight, bias, eps);
 }
 
 }  // namespace kiln

@@ -62,6 +62,11 @@ void lstm_cell_backward_kernel(const Tensor& grad_gates, const Tensor& grad_c, c
 void softmax_forward_kernel(const Tensor& out, const Tensor& x, std::int64_t dim, bool log);
 void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& y, std::int64_t dim,
                              bool log);
+void layer_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& input,
+                               const Tensor& weight, const Tensor& bias, double eps);
+void layer_norm_backward_kernel(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                const Tensor& grad_output, const Tensor& input, const Tensor& mean,
+                                const Tensor& rstd, const Tensor& weight);
 void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
 void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const AdamStep& step);

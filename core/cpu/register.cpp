@@ -30,6 +30,7 @@ void register_kernels(BackendKernels& t) {
   t.pool2d = {&pool2d_forward_kernel, &pool2d_backward_kernel};
   t.lstm_cell = {&lstm_cell_forward_kernel, &lstm_cell_backward_kernel};
   t.softmax = {&softmax_forward_kernel, &softmax_backward_kernel};
+  t.layer_norm = {&layer_norm_forward_kernel, &layer_norm_backward_kernel};
   t.random = &random_kernel;
   t.adam = &adam_kernel;
   t.unscale = &unscale_kernel;

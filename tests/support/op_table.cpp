@@ -447,6 +447,14 @@ std::vector<OpInfo> build() {
        {{"affine", {F(k23, {2, 3}), F({1, 0.5, 2}, {3}), F({0, 1, -1}, {3})},
          {-1.2247356859, 1, 1.4494713718, -1.2247356859, 1, 1.4494713718}, {2, 3}}},
        f64_f32(), true, {}});
+  // The fused kernel's other cases: two normalized dims without weight and bias, and a
+  // transposed (non-contiguous) input with weight only.
+  add({"layer_norm_two_dims_plain", [](const TensorList& x) { return layer_norm(x[0], {2, 3}); },
+       {{"[2, 2, 3]", {F(ramp(12), {2, 2, 3})}, {}, {2, 2, 3}}}, f64_f32(), true, {}});
+  add({"layer_norm_transposed_weight_only",
+       [](const TensorList& x) { return layer_norm(x[0].t(), {2}, x[1]); },
+       {{"[3, 2] of a transpose", {F({1, 4, 2, 0, 3, 9}, {2, 3}), F({1, 0.5}, {2})}, {}, {3, 2}}}, f64_f32(), true,
+       {}});
   const std::vector<double> img = [] {
     std::vector<double> v;
     for (int i = 0; i < 16; ++i) v.push_back(i);

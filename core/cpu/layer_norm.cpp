@@ -1,0 +1,137 @@
+// core/cpu/layer_norm.cpp — layer normalisation of each row, forward and backward, one pass
+// over a row per step instead of a separate op per step.
+//
+// Note [One pass per layer-norm row]: composed from ops, (x - mean) / sqrt(var + eps) * w + b
+// makes about ten passes and as many temporaries forward, and twice that backward; a
+// Transformer runs it twice per layer. Here a row stays in the cache from its mean to its
+// output: the mean, the centred values and their squares' mean (two passes, as the composed
+// var did, so a row far from zero loses nothing to cancellation), then the scaling. The sums
+// are Kiln's cascade (Note [How Kiln sums]). With x̂ = (x - mean)·rstd and a = dy·w, the
+// backward is
+//   dx = rstd · (a - mean(a) - x̂ · mean(a · x̂))   per row,
+//   dw = Σ_rows dy · x̂,   db = Σ_rows dy           per column,
+// the column sums over a [M, N] buffer of dy · x̂ that the row pass fills, so their order, and
+// their result, do not depend on the thread count.
+// Read next: autograd/functions/nn.cpp (NativeLayerNormBackward0).
+#include <Eigen/Core>
+
+#include <cmath>
+
+#include "core/cpu/cascade_sum.h"
+#include "core/cpu/cpu_kernels.h"
+#include "core/cpu/parallel.h"
+#include "core/dispatch.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+using LayerNormTypes = TypeList<float, double>;
+
+template <class T>
+using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+/// Rows per task: about kGrainSize elements each.
+std::int64_t rows_per_task(std::int64_t row_elements) {
+  return std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(row_elements, 1));
+}
+
+template <class T>
+Eigen::Array<T, Eigen::Dynamic, 1>& scratch(std::int64_t n) {
+  thread_local Eigen::Array<T, Eigen::Dynamic, 1> terms;
+  terms.resize(n);
+  return terms;
+}
+
+/// Σ over rows of a contiguous [rows, n] block, column by column (lanes of Kiln's cascade).
+template <class T>
+void sum_columns(const T* p, std::int64_t rows, std::int64_t n, T* out) {
+  constexpr std::int64_t L = kSumLanes<T>;
+  const std::int64_t chunks = (n + L - 1) / L;
+  parallel_for(0, chunks, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t c = begin; c < end; ++c) {
+      const std::int64_t j = c * L, width = std::min(L, n - j);
+      WideSum sums[L] = {};
+      sum_rows(p + j, rows, n, width, sums);
+      for (std::int64_t k = 0; k < width; ++k) out[j + k] = static_cast<T>(sums[k]);
+    }
+  });
+}
+
+}  // namespace
+
+void layer_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& input,
+                               const Tensor& weight, const Tensor& bias, double eps) {
+  const std::int64_t rows = mean.numel(), n = rows > 0 ? input.numel() / rows : 0;
+  if (rows == 0 || n == 0) return;
+  dispatch_dtype<LayerNormTypes>(input.dtype(), "layer_norm_cpu", [&]<typename T>() {
+    const T* const x = input.data_ptr<T>();
+    T* const y = out.data_ptr<T>();
+    T* const mean_p = mean.data_ptr<T>();
+    T* const rstd_p = rstd.data_ptr<T>();
+    const T* const w = weight.defined() ? weight.data_ptr<T>() : nullptr;
+    const T* const b = bias.defined() ? bias.data_ptr<T>() : nullptr;
+    parallel_for(0, rows, rows_per_task(n), [&](std::int64_t begin, std::int64_t end) {
+      auto& squares = scratch<T>(n);
+      for (std::int64_t r = begin; r < end; ++r) {
+        const ConstRow<T> in(x + r * n, n);
+        Row<T> o(y + r * n, n);
+        const T m = static_cast<T>(sum_contiguous(x + r * n, n) / static_cast<double>(n));
+        o = in - m;
+        squares = o.square();
+        const double variance = sum_contiguous(squares.data(), n) / static_cast<double>(n);
+        const T s = static_cast<T>(1.0 / std::sqrt(variance + eps));
+        o *= s;
+        if (w) o *= ConstRow<T>(w, n);
+        if (b) o += ConstRow<T>(b, n);
+        mean_p[r] = m;
+        rstd_p[r] = s;
+      }
+    });
+  });
+}
+
+void layer_norm_backward_kernel(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                const Tensor& grad_output, const Tensor& input, const Tensor& mean,
+                                const Tensor& rstd, const Tensor& weight) {
+  const std::int64_t rows = mean.numel(), n = rows > 0 ? input.numel() / rows : 0;
+  if (n == 0) return;
+  dispatch_dtype<LayerNormTypes>(input.dtype(), "layer_norm_backward_cpu", [&]<typename T>() {
+    const T* const x = input.data_ptr<T>();
+    const T* const dy = grad_output.data_ptr<T>();
+    const T* const mean_p = mean.data_ptr<T>();
+    const T* const rstd_p = rstd.data_ptr<T>();
+    const T* const w = weight.defined() ? weight.data_ptr<T>() : nullptr;
+    T* const dx = grad_input.defined() ? grad_input.data_ptr<T>() : nullptr;
+    // dy · x̂ for every row, summed over rows below when the weight's gradient is wanted.
+    Eigen::Array<T, Eigen::Dynamic, 1> scaled;
+    if (grad_weight.defined()) scaled.resize(rows * n);
+    if (dx || grad_weight.defined()) {
+      parallel_for(0, rows, rows_per_task(n), [&](std::int64_t begin, std::int64_t end) {
+        auto& terms = scratch<T>(3 * n);
+        Row<T> xhat(terms.data(), n), a(terms.data() + n, n), products(terms.data() + 2 * n, n);
+        for (std::int64_t r = begin; r < end; ++r) {
+          const ConstRow<T> g(dy + r * n, n);
+          xhat = (ConstRow<T>(x + r * n, n) - mean_p[r]) * rstd_p[r];
+          if (grad_weight.defined()) Row<T>(scaled.data() + r * n, n) = g * xhat;
+          if (!dx) continue;
+          if (w) {
+            a = g * ConstRow<T>(w, n);
+          } else {
+            a = g;
+          }
+          products = a * xhat;
+          const T mean_a = static_cast<T>(sum_contiguous(a.data(), n) / static_cast<double>(n));
+          const T mean_ax = static_cast<T>(sum_contiguous(products.data(), n) / static_cast<double>(n));
+          Row<T>(dx + r * n, n) = rstd_p[r] * (a - mean_a - xhat * mean_ax);
+        }
+      });
+    }
+    if (grad_weight.defined()) sum_columns(scaled.data(), rows, n, grad_weight.data_ptr<T>());
+    if (grad_bias.defined()) sum_columns(dy, rows, n, grad_bias.data_ptr<T>());
+  });
+}
+
+}  // namespace kiln::cpu

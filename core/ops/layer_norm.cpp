@@ -1,0 +1,64 @@
+// core/ops/layer_norm.cpp — the raw fused layer norm: checks, then the device's kernel.
+#include "core/ops/layer_norm.h"
+
+#include "core/kernels.h"
+#include "core/meta_allocations.h"
+#include "core/ops/allocate.h"
+
+namespace kiln::ops {
+
+namespace {
+
+const LayerNormKernels& kernels_of(const Tensor& t) { return kernels_for(route_device_type(t.device())).layer_norm; }
+
+bool is_parameter_of(const Tensor& p, const Tensor& input, std::int64_t normalized) {
+  return !p.defined() || (p.dtype() == input.dtype() && p.device() == input.device() && p.numel() == normalized);
+}
+
+}  // namespace
+
+bool can_fuse_layer_norm(const Tensor& input, std::int64_t normalized, const Tensor& weight, const Tensor& bias) {
+  const DeviceType type = route_device_type(input.device());
+  return (input.dtype() == kFloat32 || input.dtype() == kFloat64) && type != DeviceType::Meta &&
+         kernels_for(type).layer_norm.forward != nullptr && is_parameter_of(weight, input, normalized) &&
+         is_parameter_of(bias, input, normalized);
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, std::int64_t normalized,
+                                                     const Tensor& weight, const Tensor& bias, double eps) {
+  KILN_CHECK(normalized > 0 ? input.numel() % normalized == 0 : input.numel() == 0,
+             "native_layer_norm: ", input.sizes(), " does not split into rows of ", normalized);
+  const auto forward = require_kernel(kernels_of(input).forward, "native_layer_norm", input.device());
+  const std::int64_t rows = normalized > 0 ? input.numel() / normalized : 0;
+  const Tensor x = input.contiguous();
+  Tensor out = empty_output(input.sizes(), input.dtype(), input.device(), "native_layer_norm");
+  Tensor mean = empty_output({rows}, input.dtype(), input.device(), "native_layer_norm");
+  Tensor rstd = empty_output({rows}, input.dtype(), input.device(), "native_layer_norm");
+  if (has_data(input.device())) {
+    forward(out, mean, rstd, x, weight.defined() ? weight.contiguous() : weight,
+            bias.defined() ? bias.contiguous() : bias, eps);
+  }
+  return {out, mean, rstd};
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad_output, const Tensor& input,
+                                                              const Tensor& mean, const Tensor& rstd,
+                                                              const Tensor& weight, const Tensor& bias,
+                                                              std::array<bool, 3> need) {
+  KILN_CHECK(grad_output.sizes() == input.sizes() && grad_output.dtype() == input.dtype(),
+             "native_layer_norm_backward: expected grad_output like the input (", scalar_type_name(input.dtype()), " ",
+             input.sizes(), "), got ", scalar_type_name(grad_output.dtype()), " ", grad_output.sizes());
+  const auto backward = require_kernel(kernels_of(input).backward, "native_layer_norm_backward", input.device());
+  const char* op = "native_layer_norm_backward";
+  Tensor grad_input, grad_weight, grad_bias;
+  if (need[0]) grad_input = empty_output(input.sizes(), input.dtype(), input.device(), op);
+  if (need[1] && weight.defined()) grad_weight = empty_output(weight.sizes(), weight.dtype(), weight.device(), op);
+  if (need[2] && bias.defined()) grad_bias = empty_output(bias.sizes(), bias.dtype(), bias.device(), op);
+  if (has_data(input.device()) && (grad_input.defined() || grad_weight.defined() || grad_bias.defined())) {
+    backward(grad_input, grad_weight, grad_bias, grad_output.contiguous(), input.contiguous(), mean, rstd,
+             weight.defined() ? weight.contiguous() : weight);
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace kiln::ops

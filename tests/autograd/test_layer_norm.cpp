@@ -1,0 +1,69 @@
+// tests/autograd/test_layer_norm.cpp — the fused layer norm (core/cpu/layer_norm.cpp) against
+// the same function composed from ops in Float64, with and without weight and bias; its node's
+// name; the statistics of rows far from zero. gradcheck and gradgradcheck run from the op
+// table (layer_norm, layer_norm_two_dims_plain, layer_norm_transposed_weight_only).
+#include <gtest/gtest.h>
+
+#include "core/ops/layer_norm.h"
+#include "support/test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::tensors_near;
+
+/// The composed formula and its gradients, through autograd on differentiable ops.
+TensorList composed(const Tensor& x, const Tensor& w, const Tensor& b, const Shape& dims, const Tensor& g) {
+  const Tensor xl = x.detach().as_leaf();
+  const Tensor wl = w.defined() ? w.detach().as_leaf() : Tensor();
+  const Tensor bl = b.defined() ? b.detach().as_leaf() : Tensor();
+  Tensor y = (xl - xl.mean(dims, true)) / (xl.var(dims, false, true) + 1e-5).sqrt();
+  if (wl.defined()) y = y * wl;
+  if (bl.defined()) y = y + bl;
+  y.backward(g);
+  return {y.detach(), xl.grad(), wl.defined() ? wl.grad() : Tensor(), bl.defined() ? bl.grad() : Tensor()};
+}
+
+TEST(FusedLayerNorm, MatchesTheComposedOpsWithAndWithoutAffine) {
+  manual_seed(21);
+  const TensorOptions f64 = TensorOptions().dtype(kFloat64);
+  const Tensor x = randn({4, 5, 6}, f64) * 2.0 + 3.0;
+  for (const Shape& shape : {Shape{6}, Shape{5, 6}}) {
+    Shape dims;
+    for (std::size_t i = 0; i < shape.size(); ++i) dims.push_back(static_cast<std::int64_t>(3 - shape.size() + i));
+    for (bool affine : {false, true}) {
+      const Tensor w = affine ? randn(shape, f64).as_leaf() : Tensor();
+      const Tensor b = affine ? randn(shape, f64).as_leaf() : Tensor();
+      const Tensor xl = x.as_leaf();
+      const Tensor g = randn(x.sizes(), f64);
+      const Tensor y = layer_norm(xl, shape, w, b);
+      ASSERT_STREQ(y.grad_fn()->name(), "NativeLayerNormBackward0");
+      y.backward(g);
+      const TensorList want = composed(x, w, b, dims, g);
+      EXPECT_TRUE(tensors_near(y, want[0], 1e-13)) << shape << affine;
+      EXPECT_TRUE(tensors_near(xl.grad(), want[1], 1e-12)) << shape << affine;
+      if (affine) {
+        EXPECT_TRUE(tensors_near(w.grad(), want[2], 1e-12)) << shape;
+        EXPECT_TRUE(tensors_near(b.grad(), want[3], 1e-12)) << shape;
+      }
+    }
+  }
+}
+
+TEST(FusedLayerNorm, RowsFarFromZeroKeepTheirVariance) {
+  // Mean 1e4, spread 1: a one-pass E[x²] - E[x]² in Float32 would lose every bit of it.
+  manual_seed(2);
+  const Tensor x = randn({8, 512}) + 1e4;
+  const Tensor y = layer_norm(x, {512}), y64 = layer_norm(x.to(kFloat64), {512});
+  EXPECT_TRUE(tensors_near(y, y64, 1e-3));
+}
+
+TEST(FusedLayerNorm, ParametersOfAnotherDtypeTakeTheComposedRoute) {
+  const Tensor x = randn({2, 3});
+  EXPECT_TRUE(ops::can_fuse_layer_norm(x, 3, {}, {}));
+  EXPECT_FALSE(ops::can_fuse_layer_norm(x, 3, ones({3}, TensorOptions().dtype(kFloat64)), {}));
+  EXPECT_FALSE(ops::can_fuse_layer_norm(x.to(kBFloat16), 3, {}, {}));
+}
+
+}  // namespace
+}  // namespace kiln
