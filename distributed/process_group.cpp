@@ -2,6 +2,9 @@
 // shares (so a wrong call fails the same way on MPI and NCCL, before anything is sent).
 #include "distributed/process_group.h"
 
+#include <sstream>
+
+#include "autograd/grad_mode.h"
 #include "core/array_ref.h"
 
 namespace kiln::distributed {
@@ -135,5 +138,24 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::ve
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier() { return do_barrier(); }
+
+std::string ProcessGroup::describe(const char* collective, const Tensor& t, const char* detail) {
+  std::ostringstream os;
+  os << collective << " (" << t.dtype() << " " << t.sizes();
+  if (*detail) os << ", " << detail;
+  os << ")";
+  return os.str();
+}
+
+std::function<void()> ProcessGroup::copy_gathered(std::vector<Tensor> targets, Tensor gathered, const Tensor& input) {
+  const Shape shape = input.sizes().vec();
+  const std::int64_t count = input.numel();
+  return [targets = std::move(targets), gathered = std::move(gathered), shape, count]() mutable {
+    NoGradGuard no_grad;
+    for (std::size_t r = 0; r < targets.size(); ++r) {
+      targets[r].copy_(gathered.narrow(0, static_cast<std::int64_t>(r) * count, count).view(shape));
+    }
+  };
+}
 
 }  // namespace kiln::distributed

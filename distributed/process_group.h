@@ -119,6 +119,13 @@ class ProcessGroup {
                                                   ReduceOp op) = 0;
   virtual std::shared_ptr<Work> do_barrier() = 0;
 
+  // What every backend shares.
+  /// "all_reduce (kiln.float32 [1000], SUM)": the first part of a collective's description.
+  static std::string describe(const char* collective, const Tensor& t, const char* detail);
+  /// all_gather's finish: rank r's slice of the flat `gathered` buffer into targets[r], in
+  /// `input`'s shape (and the targets' dtype and layout).
+  static std::function<void()> copy_gathered(std::vector<Tensor> targets, Tensor gathered, const Tensor& input);
+
  private:
   int rank_, size_, local_rank_;
   std::chrono::milliseconds timeout_;

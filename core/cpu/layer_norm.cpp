@@ -20,6 +20,7 @@
 #include "core/cpu/cascade_sum.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/rows.h"
 #include "core/dispatch.h"
 
 namespace kiln::cpu {
@@ -28,22 +29,6 @@ namespace {
 
 using LayerNormTypes = TypeList<float, double>;
 
-template <class T>
-using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <class T>
-using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-
-/// Rows per task: about kGrainSize elements each.
-std::int64_t rows_per_task(std::int64_t row_elements) {
-  return std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(row_elements, 1));
-}
-
-template <class T>
-Eigen::Array<T, Eigen::Dynamic, 1>& scratch(std::int64_t n) {
-  thread_local Eigen::Array<T, Eigen::Dynamic, 1> terms;
-  terms.resize(n);
-  return terms;
-}
 
 /// Σ over rows of a contiguous [rows, n] block, column by column (lanes of Kiln's cascade).
 template <class T>
@@ -74,7 +59,7 @@ void layer_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tens
     const T* const w = weight.defined() ? weight.data_ptr<T>() : nullptr;
     const T* const b = bias.defined() ? bias.data_ptr<T>() : nullptr;
     parallel_for(0, rows, rows_per_task(n), [&](std::int64_t begin, std::int64_t end) {
-      auto& squares = scratch<T>(n);
+      auto& squares = scratch_row<T>(n);
       for (std::int64_t r = begin; r < end; ++r) {
         const ConstRow<T> in(x + r * n, n);
         Row<T> o(y + r * n, n);
@@ -110,7 +95,7 @@ void layer_norm_backward_kernel(const Tensor& grad_input, const Tensor& grad_wei
     if (grad_weight.defined()) scaled.resize(rows * n);
     if (dx || grad_weight.defined()) {
       parallel_for(0, rows, rows_per_task(n), [&](std::int64_t begin, std::int64_t end) {
-        auto& terms = scratch<T>(3 * n);
+        auto& terms = scratch_row<T>(3 * n);
         Row<T> xhat(terms.data(), n), a(terms.data() + n, n), products(terms.data() + 2 * n, n);
         for (std::int64_t r = begin; r < end; ++r) {
           const ConstRow<T> g(dy + r * n, n);

@@ -7,6 +7,7 @@
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/rows.h"
 #include "core/dispatch.h"
 
 namespace kiln::cpu {
@@ -15,15 +16,6 @@ namespace {
 
 using LstmTypes = TypeList<float, double>;
 
-template <class T>
-using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <class T>
-using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-
-/// Rows per task: enough that a task is worth a thread (about kGrainSize elements).
-std::int64_t rows_per_task(std::int64_t row_elements) {
-  return std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(row_elements, 1));
-}
 
 }  // namespace
 

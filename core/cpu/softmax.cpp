@@ -17,6 +17,7 @@
 #include "core/cpu/cascade_sum.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/rows.h"
 #include "core/dispatch.h"
 
 namespace kiln::cpu {
@@ -25,10 +26,6 @@ namespace {
 
 using SoftmaxTypes = TypeList<float, double>;
 
-template <class T>
-using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <class T>
-using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 // One outer slice [n, inner] as an inner x n column-major array: column i is element i of
 // every row, so reductions over the dim run along Eigen's rows.
 template <class T>
@@ -51,25 +48,12 @@ Geometry geometry_of(const Tensor& t, std::int64_t dim) {
   return g;
 }
 
-/// Slices per task: about kGrainSize elements each.
-std::int64_t slices_per_task(std::int64_t slice_elements) {
-  return std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(slice_elements, 1));
-}
-
 /// log-softmax subtracts log Σ exp(x - m) from x - m. An infinite max is replaced by 0, as
 /// logsumexp does, so that a row of -inf gives -inf - (-inf) = NaN like PyTorch, not a
 /// NaN from the shift.
 template <class T>
 T shift_of(T max) {
   return std::isinf(max) ? T(0) : max;
-}
-
-/// Scratch for one row's or block's terms, reused by each thread.
-template <class T>
-Eigen::Array<T, Eigen::Dynamic, 1>& scratch(std::int64_t n) {
-  thread_local Eigen::Array<T, Eigen::Dynamic, 1> terms;
-  terms.resize(n);
-  return terms;
 }
 
 /// Σ over the dim of an [inner x n] block (Kiln's cascade, lanes along inner), into sums.
@@ -87,7 +71,7 @@ void forward_row(T* out, const T* x, std::int64_t n, bool log) {
   const T max = in.maxCoeff();
   if (log) {
     y = in - shift_of(max);
-    auto& exponentials = scratch<T>(n);
+    auto& exponentials = scratch_row<T>(n);
     exponentials = y.exp();
     y -= static_cast<T>(std::log(sum_contiguous(exponentials.data(), n)));
   } else {
@@ -105,7 +89,7 @@ void forward_block(T* out, const T* x, const Geometry& g, bool log) {
   if (log) {
     shift = shift.unaryExpr([](T m) { return shift_of(m); });
     y = in.colwise() - shift;
-    auto& exponentials = scratch<T>(g.n * g.inner);
+    auto& exponentials = scratch_row<T>(g.n * g.inner);
     Block<T>(exponentials.data(), g.inner, g.n) = y.exp();
     sum_block(exponentials.data(), g, sums);
     y.colwise() -= sums.log().template cast<T>();
@@ -123,7 +107,7 @@ void backward_row(T* grad_in, const T* grad_out, const T* y, std::int64_t n, boo
   if (log) {
     gi = g - out.exp() * static_cast<T>(sum_contiguous(grad_out, n));
   } else {
-    auto& products = scratch<T>(n);
+    auto& products = scratch_row<T>(n);
     products = g * out;
     gi = out * (g - static_cast<T>(sum_contiguous(products.data(), n)));
   }
@@ -138,7 +122,7 @@ void backward_block(T* grad_in, const T* grad_out, const T* y, const Geometry& g
     sum_block(grad_out, geo, sums);
     gi = g - out.exp() * sums.template cast<T>().replicate(1, geo.n);
   } else {
-    auto& products = scratch<T>(geo.n * geo.inner);
+    auto& products = scratch_row<T>(geo.n * geo.inner);
     Block<T>(products.data(), geo.inner, geo.n) = g * out;
     sum_block(products.data(), geo, sums);
     gi = out * (g - sums.template cast<T>().replicate(1, geo.n));
@@ -154,7 +138,7 @@ void softmax_forward_kernel(const Tensor& out, const Tensor& x, std::int64_t dim
     const T* const in = x.data_ptr<T>();
     T* const y = out.data_ptr<T>();
     const std::int64_t slice = g.n * g.inner;
-    parallel_for(0, g.outer, slices_per_task(slice), [&](std::int64_t begin, std::int64_t end) {
+    parallel_for(0, g.outer, rows_per_task(slice), [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t o = begin; o < end; ++o) {
         if (g.inner == 1) {
           forward_row(y + o * slice, in + o * slice, g.n, log);
@@ -175,7 +159,7 @@ void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad_output
     const T* const go = grad_output.data_ptr<T>();
     const T* const out = y.data_ptr<T>();
     const std::int64_t slice = g.n * g.inner;
-    parallel_for(0, g.outer, slices_per_task(slice), [&](std::int64_t begin, std::int64_t end) {
+    parallel_for(0, g.outer, rows_per_task(slice), [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t o = begin; o < end; ++o) {
         if (g.inner == 1) {
           backward_row(gi + o * slice, go + o * slice, out + o * slice, g.n, log);

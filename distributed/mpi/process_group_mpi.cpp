@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <deque>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "autograd/grad_mode.h"
@@ -255,14 +254,8 @@ class MpiProcessGroup final : public ProcessGroup {
     const MPI_Datatype type = mpi_type(source.dtype());
     const void* in = source.raw_data_ptr();
     void* out = gathered.raw_data_ptr();
-    std::vector<Tensor> targets = outputs;  // share the storages the caller reads after wait()
-    auto finish = [targets, gathered, source, input]() mutable {
-      NoGradGuard no_grad;
-      for (std::size_t r = 0; r < targets.size(); ++r) {
-        targets[r].copy_(gathered.narrow(0, static_cast<std::int64_t>(r) * source.numel(), source.numel())
-                             .view(input.sizes()));
-      }
-    };
+    // The finish shares the storages the caller reads after wait(); `source` lives until then.
+    auto finish = [copy = copy_gathered(outputs, gathered, input), source] { copy(); };
     return enqueue(describe("all_gather", input, ""),
                    [=, this] { return MPI_Allgather(in, count, type, out, count, type, data_); },
                    std::move(finish));
@@ -313,14 +306,6 @@ class MpiProcessGroup final : public ProcessGroup {
     std::vector<char> bytes;
     MPI_Request request = MPI_REQUEST_NULL;
   };
-
-  static std::string describe(const char* collective, const Tensor& t, const char* detail) {
-    std::ostringstream os;
-    os << collective << " (" << t.dtype() << " " << t.sizes();
-    if (*detail) os << ", " << detail;
-    os << ")";
-    return os.str();
-  }
 
   /// Copies the staged result back into `target`, after AVG's division by the world size.
   std::function<void()> finisher(Tensor target, Tensor staged, ReduceOp op) const {

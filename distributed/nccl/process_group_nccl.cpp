@@ -9,7 +9,6 @@
 #include <cstring>
 #include <deque>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "autograd/grad_mode.h"
@@ -175,13 +174,7 @@ class NcclProcessGroup final : public ProcessGroup {
     const ncclDataType_t type = nccl_type(source.dtype());
     const void* in = source.raw_data_ptr();
     void* out = gathered.raw_data_ptr();
-    std::vector<Tensor> targets = outputs;  // share the storages the caller reads after wait()
-    auto finish = [targets, gathered, count, input]() mutable {
-      NoGradGuard no_grad;
-      for (std::size_t r = 0; r < targets.size(); ++r) {
-        targets[r].copy_(gathered.narrow(0, static_cast<std::int64_t>(r) * count, count).view(input.sizes()));
-      }
-    };
+    auto finish = copy_gathered(outputs, gathered, input);  // shares the storages the caller reads
     std::vector<Tensor> held = outputs;
     held.push_back(source);
     held.push_back(gathered);
@@ -236,14 +229,6 @@ class NcclProcessGroup final : public ProcessGroup {
     const int index = t.device().has_index() ? t.device().index() : cuda::current_device();
     KILN_CHECK_VALUE(index == device_, collective, ": the tensor is on cuda:", index,
                      ", but this rank's NCCL process group uses cuda:", device_);
-  }
-
-  static std::string describe(const char* collective, const Tensor& t, const char* detail) {
-    std::ostringstream os;
-    os << collective << " (" << t.dtype() << " " << t.sizes();
-    if (*detail) os << ", " << detail;
-    os << ")";
-    return os.str();
   }
 
   /// What NCCL reads and writes for `t`: `t` itself when it is contiguous and of a type NCCL
