@@ -31,6 +31,13 @@ struct AdamStep {
   bool decoupled_weight_decay = false, amsgrad = false, maximize = false;
 };
 
+/// One SGD update's settings (optim/sgd.h). first_step: the momentum buffer is new and takes
+/// the gradient as it is (PyTorch's clone on the first step), ignoring dampening.
+struct SgdStep {
+  double lr = 1e-3, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false, maximize = false, first_step = false;
+};
+
 enum class ReduceOp : std::uint8_t { Sum, Prod, Amax, Amin, kCount };
 
 }  // namespace kiln

@@ -147,6 +147,10 @@ using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, dou
 // amsgrad) in place; all contiguous, same shape and dtype.
 using AdamKernel = void (*)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                             const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamStep& step);
+// One fused SGD update of param (and the momentum buffer, when defined) in place; all
+// contiguous, same shape and dtype.
+using SgdKernel = void (*)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                           const SgdStep& step);
 // GradScaler's pass over one gradient: grad *= inv_scale in place, and found_inf (one
 // Float32 element, same device) is set to 1 if any element of grad is inf or NaN. grad is
 // contiguous and floating.
@@ -181,6 +185,7 @@ struct BackendKernels {
   std::array<bool, static_cast<std::size_t>(backends::OpFamily::kCount)> prefers_op_kernels{};
   RandomKernel random = nullptr;
   AdamKernel adam = nullptr;
+  SgdKernel sgd = nullptr;
   UnscaleKernel unscale = nullptr;
 };
 

@@ -70,6 +70,7 @@ void layer_norm_backward_kernel(const Tensor& grad_input, const Tensor& grad_wei
 void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
 void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const AdamStep& step);
+void sgd_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step);
 void unscale_kernel(const Tensor& grad, double inv_scale, const Tensor& found_inf);
 
 }  // namespace kiln::cpu

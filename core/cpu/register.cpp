@@ -33,6 +33,7 @@ void register_kernels(BackendKernels& t) {
   t.layer_norm = {&layer_norm_forward_kernel, &layer_norm_backward_kernel};
   t.random = &random_kernel;
   t.adam = &adam_kernel;
+  t.sgd = &sgd_kernel;
   t.unscale = &unscale_kernel;
   // The library route over these, where Kiln is built with oneDNN.
   onednn::register_kernels(t);

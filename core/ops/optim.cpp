@@ -8,14 +8,37 @@
 
 namespace kiln::ops {
 
-bool can_fuse_adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v) {
-  for (const Tensor* t : {&g, &m, &v}) {
+namespace {
+
+/// Every defined tensor of `others` is like the contiguous `p`: its device, dtype and shape.
+bool all_like(const Tensor& p, std::initializer_list<const Tensor*> others) {
+  for (const Tensor* t : others) {
+    if (!t->defined()) continue;
     if (t->device() != p.device() || t->dtype() != p.dtype() || t->sizes() != p.sizes() || !t->is_contiguous()) {
       return false;
     }
   }
-  const DeviceType type = route_device_type(p.device());
-  return p.is_contiguous() && type != DeviceType::Meta && kernels_for(type).adam != nullptr;
+  return p.is_contiguous() && route_device_type(p.device()) != DeviceType::Meta;
+}
+
+}  // namespace
+
+bool can_fuse_adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v) {
+  return m.defined() && v.defined() && all_like(p, {&g, &m, &v}) &&
+         kernels_for(route_device_type(p.device())).adam != nullptr;
+}
+
+bool can_fuse_sgd(const Tensor& p, const Tensor& g, const Tensor& buf) {
+  return all_like(p, {&g, &buf}) && kernels_for(route_device_type(p.device())).sgd != nullptr;
+}
+
+void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) {
+  KILN_CHECK(can_fuse_sgd(param, grad, momentum_buffer),
+             "sgd_step_: param, grad and momentum buffer must be contiguous with one device, dtype and shape");
+  if (has_data(param.device())) kernels_for(param.device().type()).sgd(param, grad, momentum_buffer, step);
+  for (const Tensor* t : {&param, &momentum_buffer}) {
+    if (t->defined()) t->impl()->storage()->bump_version();
+  }
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,

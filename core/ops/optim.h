@@ -1,4 +1,4 @@
-// core/ops/optim.h — raw fused optimizer updates (see core/cpu/adam.cpp) and GradScaler's
+// core/ops/optim.h — raw fused optimizer updates (core/cpu/adam.cpp, core/cpu/sgd.cpp) and GradScaler's
 // unscale pass (core/cpu/unscale.cpp).
 #pragma once
 
@@ -13,6 +13,12 @@ bool can_fuse_adam(const Tensor& param, const Tensor& grad, const Tensor& exp_av
 /// One Adam/AdamW update in place; bumps the versions of everything it writes.
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const Tensor& max_exp_avg_sq, const AdamStep& step);
+
+/// True when the fused SGD kernel can update param with grad (and buffer, when defined): same
+/// device, dtype and shape, all contiguous, a kernel for the device.
+bool can_fuse_sgd(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer);
+/// One SGD update in place; bumps the versions of what it writes.
+void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step);
 
 /// GradScaler's unscale: every grad *= inv_scale in place (one pass each), and found_inf
 /// (a one-element Float32 tensor on the grads' device) becomes 1 if any grad held an inf or

@@ -210,3 +210,34 @@ TEST(Adam, FusedKernelMatchesTheCompositeRule) {
     }
   }
 }
+
+TEST(SGD, FusedKernelMatchesTheCompositeRule) {
+  // As for Adam: the contiguous parameter takes core/cpu/sgd.cpp, the transposed one the
+  // composite rule, through every option that changes the arithmetic.
+  struct Case {
+    const char* name;
+    optim::SGDOptions options;
+  };
+  const std::vector<Case> cases{
+      {"plain", optim::SGDOptions(0.05)},
+      {"weight decay, maximize", optim::SGDOptions(0.05).weight_decay(0.1).maximize(true)},
+      {"momentum, dampening", optim::SGDOptions(0.05).momentum(0.9).dampening(0.3)},
+      {"nesterov, weight decay", optim::SGDOptions(0.05).momentum(0.8).nesterov(true).weight_decay(0.01)}};
+  for (const Case& c : cases) {
+    manual_seed(5);
+    Tensor base = randn({3, 4}, kFloat64);
+    Tensor fused = base.clone().as_leaf(true);
+    Tensor strided = base.t().contiguous().t().as_leaf(true);
+    ASSERT_FALSE(strided.is_contiguous());
+    optim::SGD a(TensorList{fused}, c.options), b(TensorList{strided}, c.options);
+    for (int step = 0; step < 4; ++step) {
+      for (auto [opt, p] : {std::pair<optim::SGD*, Tensor*>{&a, &fused}, {&b, &strided}}) {
+        opt->zero_grad();
+        (*p * *p * *p).sum().backward();
+        opt->step();
+      }
+    }
+    EXPECT_TRUE(kiln::testing::tensors_near(fused, strided, 1e-14)) << c.name;
+    EXPECT_FALSE(kiln::testing::tensors_near(fused, base, 1e-3)) << c.name << ": the steps moved nothing";
+  }
+}
