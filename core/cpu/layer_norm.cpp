@@ -12,7 +12,7 @@
 //   dw = Σ_rows dy · x̂,   db = Σ_rows dy           per column,
 // the column sums over a [M, N] buffer of dy · x̂ that the row pass fills, so their order, and
 // their result, do not depend on the thread count.
-// Read next: autograd/functions/nn.cpp (NativeLayerNormBackward0).
+// Read next: autograd/functions/layer_norm.cpp (NativeLayerNormBackward0).
 #include <Eigen/Core>
 
 #include <cmath>
@@ -28,7 +28,6 @@ namespace kiln::cpu {
 namespace {
 
 using LayerNormTypes = TypeList<float, double>;
-
 
 /// Σ over rows of a contiguous [rows, n] block, column by column (lanes of Kiln's cascade).
 template <class T>

@@ -2,7 +2,7 @@
 // each row, and its backward (PyTorch's native_layer_norm and native_layer_norm_backward), on
 // the device's fused kernel (Note [One pass per layer-norm row] in core/cpu/layer_norm.cpp).
 // The differentiable op, and the composite used where no kernel exists, are in
-// autograd/functions/nn.cpp.
+// autograd/functions/layer_norm.cpp.
 #pragma once
 
 #include <array>
