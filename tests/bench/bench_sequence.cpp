@@ -5,8 +5,10 @@
 //     step, and their gradients (issue target: within 1.3x its GEMMs);
 //   - multi-head self-attention (batch 32, sequence 256, width 256, 4 heads; forward and
 //     backward, no weights returned): the in and out projections, scores and weighted sums per
-//     head, and their gradients (target: within 1.5x).
-// Counter x_gemms = step time / GEMM time.
+//     head, and their gradients (target: within 1.5x);
+//   - train_charlm's whole step at its defaults (the Transformer, batch 16 x 64 characters,
+//     AdamW and gradient clipping) beside its FLOP floor at the machine's measured peak.
+// Counter x_gemms = step time / GEMM time; x_floor = step time / FLOP floor.
 //   build/tests/bench/bench_sequence
 #include <benchmark/benchmark.h>
 
@@ -15,7 +17,9 @@
 #include <chrono>
 #include <vector>
 
+#include "../../examples/support/charlm.h"
 #include "kiln.h"
+#include "step_flops.h"
 
 namespace {
 
@@ -116,5 +120,37 @@ void BM_AttentionStep(benchmark::State& state) {
   time_against_gemms(state, step, attention_gemm_seconds);
 }
 BENCHMARK(BM_AttentionStep)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+/// Multiply-adds x 2 of one train_charlm Transformer step: per layer the q, k, v, out and
+/// feed-forward projections (12 d^2 a token) and attention's scores and weighted sums (2 T d a
+/// token), the output layer (d V a token); each forward, input gradient and weight gradient.
+double charlm_step_flops(const examples::CharModelShape& s, double batch) {
+  const double tokens = batch * static_cast<double>(s.context), d = static_cast<double>(s.width);
+  const double per_layer = 12 * d * d + 2 * static_cast<double>(s.context) * d;
+  const double per_token = static_cast<double>(s.layers) * per_layer + d * static_cast<double>(s.vocab);
+  return 3 * bench::gemm_flops(tokens, per_token, 1);
+}
+
+void BM_CharLmTransformerStep(benchmark::State& state) {
+  manual_seed(0);
+  examples::CharLmConfig c;
+  c.shape.vocab = 114;  // the fortunes text's characters
+  const auto model = examples::make_char_model(c.shape);
+  optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  const Tensor x = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
+  const Tensor y = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
+  auto step = [&] {
+    const Tensor logits = model->forward(x);
+    const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+    optimizer.zero_grad();
+    loss.backward();
+    optim::clip_grad_norm_(model->parameters(), c.clip);
+    optimizer.step();
+  };
+  step();
+  for (auto _ : state) step();
+  bench::report_flops(state, charlm_step_flops(c.shape, static_cast<double>(c.batch_size)));
+}
+BENCHMARK(BM_CharLmTransformerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
