@@ -70,10 +70,15 @@ Tensor layer_norm_impl(const Tensor& input, IntArrayRef normalized_shape, const 
     KILN_FAIL("Given normalized_shape=", normalized_shape, ", expected input with shape [*", inner,
               "], but got input of size", input.sizes());
   }
+  KILN_CHECK(!weight.defined() || weight.sizes() == normalized_shape,
+             "Expected weight to be of same shape as normalized_shape, but got weight of shape ", weight.sizes(),
+             " and normalized_shape = ", normalized_shape);
+  KILN_CHECK(!bias.defined() || bias.sizes() == normalized_shape,
+             "Expected bias to be of same shape as normalized_shape, but got bias of shape ", bias.sizes(),
+             " and normalized_shape = ", normalized_shape);
   std::int64_t elements = 1;
   for (auto s : normalized_shape) elements *= s;
-  auto is_shaped = [&](const Tensor& p) { return !p.defined() || p.sizes() == normalized_shape; };
-  if (ops::can_fuse_layer_norm(input, elements, weight, bias) && is_shaped(weight) && is_shaped(bias)) {
+  if (ops::can_fuse_layer_norm(input, elements, weight, bias)) {
     return LayerNormFn::apply(input, weight, bias, n, elements, eps);
   }
   Shape dims;

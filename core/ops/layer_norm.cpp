@@ -1,15 +1,14 @@
 // core/ops/layer_norm.cpp — the raw fused layer norm: checks, then the device's kernel.
 #include "core/ops/layer_norm.h"
 
-#include "core/kernels.h"
-#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
+#include "core/ops/fused_rows.h"
 
 namespace kiln::ops {
 
 namespace {
 
-const LayerNormKernels& kernels_of(const Tensor& t) { return kernels_for(route_device_type(t.device())).layer_norm; }
+const LayerNormKernels& kernels_of(const Tensor& t) { return fused_kernels_of(t, &BackendKernels::layer_norm); }
 
 bool is_parameter_of(const Tensor& p, const Tensor& input, std::int64_t normalized) {
   return !p.defined() || (p.dtype() == input.dtype() && p.device() == input.device() && p.numel() == normalized);
@@ -18,9 +17,7 @@ bool is_parameter_of(const Tensor& p, const Tensor& input, std::int64_t normaliz
 }  // namespace
 
 bool can_fuse_layer_norm(const Tensor& input, std::int64_t normalized, const Tensor& weight, const Tensor& bias) {
-  const DeviceType type = route_device_type(input.device());
-  return (input.dtype() == kFloat32 || input.dtype() == kFloat64) && type != DeviceType::Meta &&
-         kernels_for(type).layer_norm.forward != nullptr && is_parameter_of(weight, input, normalized) &&
+  return has_fused_kernel(input, &BackendKernels::layer_norm) && is_parameter_of(weight, input, normalized) &&
          is_parameter_of(bias, input, normalized);
 }
 

@@ -1,9 +1,8 @@
 // core/ops/rnn.cpp — the raw fused LSTM step.
 #include "core/ops/rnn.h"
 
-#include "core/kernels.h"
-#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
+#include "core/ops/fused_rows.h"
 
 namespace kiln::ops {
 
@@ -31,15 +30,11 @@ void check_step(const Tensor& wide, std::initializer_list<const Tensor*> wides, 
   for (const Tensor* t : narrows) check(t, narrow);
 }
 
-const LstmCellKernels& kernels_of(const Tensor& t) { return kernels_for(route_device_type(t.device())).lstm_cell; }
+const LstmCellKernels& kernels_of(const Tensor& t) { return fused_kernels_of(t, &BackendKernels::lstm_cell); }
 
 }  // namespace
 
-bool can_fuse_lstm(const Tensor& projected) {
-  const DeviceType type = route_device_type(projected.device());
-  return (projected.dtype() == kFloat32 || projected.dtype() == kFloat64) && type != DeviceType::Meta &&
-         kernels_for(type).lstm_cell.forward != nullptr;
-}
+bool can_fuse_lstm(const Tensor& projected) { return has_fused_kernel(projected, &BackendKernels::lstm_cell); }
 
 void lstm_cell_forward(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,
                        const Tensor& projected, const Tensor& c_prev) {

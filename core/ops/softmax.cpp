@@ -1,23 +1,18 @@
 // core/ops/softmax.cpp — the raw fused softmax: checks, then the device's kernel.
 #include "core/ops/softmax.h"
 
-#include "core/kernels.h"
-#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
+#include "core/ops/fused_rows.h"
 
 namespace kiln::ops {
 
 namespace {
 
-const SoftmaxKernels& kernels_of(const Tensor& t) { return kernels_for(route_device_type(t.device())).softmax; }
+const SoftmaxKernels& kernels_of(const Tensor& t) { return fused_kernels_of(t, &BackendKernels::softmax); }
 
 }  // namespace
 
-bool can_fuse_softmax(const Tensor& x) {
-  const DeviceType type = route_device_type(x.device());
-  return (x.dtype() == kFloat32 || x.dtype() == kFloat64) && type != DeviceType::Meta &&
-         kernels_for(type).softmax.forward != nullptr;
-}
+bool can_fuse_softmax(const Tensor& x) { return has_fused_kernel(x, &BackendKernels::softmax); }
 
 Tensor softmax(const Tensor& x, std::int64_t dim, bool log) {
   const char* op = log ? "_log_softmax" : "_softmax";

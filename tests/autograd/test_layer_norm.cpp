@@ -1,6 +1,6 @@
 // tests/autograd/test_layer_norm.cpp — the fused layer norm (core/cpu/layer_norm.cpp) against
 // the same function composed from ops in Float64, with and without weight and bias; its node's
-// name; the statistics of rows far from zero. gradcheck and gradgradcheck run from the op
+// name; the statistics of rows far from zero; parameters of the wrong shape. gradcheck and gradgradcheck run from the op
 // table (layer_norm, layer_norm_two_dims_plain, layer_norm_transposed_weight_only).
 #include <gtest/gtest.h>
 
@@ -63,6 +63,16 @@ TEST(FusedLayerNorm, ParametersOfAnotherDtypeTakeTheComposedRoute) {
   EXPECT_TRUE(ops::can_fuse_layer_norm(x, 3, {}, {}));
   EXPECT_FALSE(ops::can_fuse_layer_norm(x, 3, ones({3}, TensorOptions().dtype(kFloat64)), {}));
   EXPECT_FALSE(ops::can_fuse_layer_norm(x.to(kBFloat16), 3, {}, {}));
+}
+
+TEST(FusedLayerNorm, ParametersOfAnotherShapeAreAnError) {
+  // PyTorch checks the parameters' exact shape, so a [6] weight for normalized_shape {2, 3}
+  // is an error on every route, not a broadcast on the composed one.
+  const Tensor x = randn({4, 2, 3});
+  EXPECT_ERROR(layer_norm(x, {2, 3}, ones({6})),
+               "Expected weight to be of same shape as normalized_shape, but got weight of shape [6]");
+  EXPECT_ERROR(layer_norm(x.to(kFloat16), {2, 3}, {}, zeros({3})),
+               "Expected bias to be of same shape as normalized_shape, but got bias of shape [3]");
 }
 
 }  // namespace

@@ -1,0 +1,28 @@
+// core/ops/fused_rows.h — which device's fused row kernels (softmax, layer norm, the LSTM
+// step) serve a tensor, shared by their ops so the three answer the same way.
+// Read next: core/ops/softmax.cpp.
+#pragma once
+
+#include "core/kernels.h"
+#include "core/meta_allocations.h"
+#include "core/tensor.h"
+
+namespace kiln::ops {
+
+/// The `family` entries of the kernel table of `t`'s device (for a meta tensor, of the device
+/// it stands for).
+template <class Family>
+const Family& fused_kernels_of(const Tensor& t, Family BackendKernels::*family) {
+  return kernels_for(route_device_type(t.device())).*family;
+}
+
+/// Whether a fused kernel of `family` serves `t`: Float32 or Float64 data on a device (or a
+/// meta tensor standing for one) whose table has the family's forward. Other dtypes and
+/// devices take the composed ops, which every dtype and device has.
+template <class Family>
+bool has_fused_kernel(const Tensor& t, Family BackendKernels::*family) {
+  return (t.dtype() == kFloat32 || t.dtype() == kFloat64) && route_device_type(t.device()) != DeviceType::Meta &&
+         fused_kernels_of(t, family).forward != nullptr;
+}
+
+}  // namespace kiln::ops
