@@ -101,15 +101,12 @@ void layer_norm_backward_kernel(const Tensor& grad_input, const Tensor& grad_wei
           xhat = (ConstRow<T>(x + r * n, n) - mean_p[r]) * rstd_p[r];
           if (grad_weight.defined()) Row<T>(scaled.data() + r * n, n) = g * xhat;
           if (!dx) continue;
-          if (w) {
-            a = g * ConstRow<T>(w, n);
-          } else {
-            a = g;
-          }
-          products = a * xhat;
-          const T mean_a = static_cast<T>(sum_contiguous(a.data(), n) / static_cast<double>(n));
+          if (w) a = g * ConstRow<T>(w, n);
+          const ConstRow<T> scaled_dy(w ? a.data() : g.data(), n);  // a = dy when there is no weight
+          products = scaled_dy * xhat;
+          const T mean_a = static_cast<T>(sum_contiguous(scaled_dy.data(), n) / static_cast<double>(n));
           const T mean_ax = static_cast<T>(sum_contiguous(products.data(), n) / static_cast<double>(n));
-          Row<T>(dx + r * n, n) = rstd_p[r] * (a - mean_a - xhat * mean_ax);
+          Row<T>(dx + r * n, n) = rstd_p[r] * (scaled_dy - mean_a - xhat * mean_ax);
         }
       });
     }
