@@ -4,6 +4,7 @@
 // Read next: core/ops/elementwise.h.
 #pragma once
 
+#include "core/meta_allocations.h"
 #include "core/tensor.h"
 
 namespace kiln::ops {
@@ -19,5 +20,10 @@ Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides,
 /// True when tensors on `device` hold data (false on the meta device, where raw ops stop
 /// after computing the output's shape and dtype).
 inline bool has_data(Device device) { return !device.is_meta(); }
+
+/// True when an op whose kernels allocate scratch calls them on `device`: there is data, or
+/// meta tensors stand for the CPU, whose kernels then allocate and compute nothing (the memory
+/// planner, core/meta_allocations.h).
+inline bool runs_kernels(Device device) { return has_data(device) || plans_cpu_kernels(device); }
 
 }  // namespace kiln::ops

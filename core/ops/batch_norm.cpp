@@ -68,7 +68,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const
   Tensor save_invstd = empty_output({channels}, stats, input.device(), "batch_norm");
   // A step planned for the CPU runs the CPU kernel on meta tensors: it is made of ops, which
   // allocate their temporaries and compute nothing there.
-  if ((!has_data(input.device()) && !plans_cpu_kernels(input.device())) || input.numel() == 0) {
+  if (!runs_kernels(input.device()) || input.numel() == 0) {
     return {out, save_mean, save_invstd};
   }
   for (const Tensor* t : {&running_mean, &running_var}) {
@@ -92,7 +92,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output
   const DType stats = batch_norm_stat_dtype(input.dtype());
   Tensor grad_weight = empty_output({channels}, stats, input.device(), "batch_norm_backward");
   Tensor grad_bias = empty_output({channels}, stats, input.device(), "batch_norm_backward");
-  if ((!has_data(input.device()) && !plans_cpu_kernels(input.device())) || input.numel() == 0) {
+  if (!runs_kernels(input.device()) || input.numel() == 0) {
     return {grad_input, grad_weight, grad_bias};
   }
   require_kernel(kernels_for(route_device_type(input.device())).batch_norm.backward, "batch_norm_backward",

@@ -107,7 +107,7 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Im2ColGeomet
                   ") and weight type (", scalar_type_name(weight.dtype()), ") should be the same");
   Tensor out = empty_output({input.sizes()[0], weight.sizes()[0], g.out_h, g.out_w}, input.dtype(), input.device(),
                             "convolution");
-  if ((!has_data(input.device()) && !plans_cpu_kernels(input.device())) || out.numel() == 0) return out;
+  if (!runs_kernels(input.device()) || out.numel() == 0) return out;
   require_kernel(kernels_for(route_device_type(input.device())).conv2d.forward, "convolution", input.device())(
       out, contiguous(input), contiguous(weight), g, groups);
   return out;
@@ -121,7 +121,7 @@ template <class Kernel>
 Tensor convolution_adjoint(Kernel kernel, const Tensor& grad_output, const Tensor& other, IntArrayRef result_sizes,
                            const Im2ColGeometry& g, std::int64_t groups) {
   Tensor result = empty_output(result_sizes, grad_output.dtype(), grad_output.device(), "convolution_backward");
-  if ((!has_data(grad_output.device()) && !plans_cpu_kernels(grad_output.device())) || result.numel() == 0) {
+  if (!runs_kernels(grad_output.device()) || result.numel() == 0) {
     return result;
   }
   if (grad_output.numel() == 0 || other.numel() == 0) {

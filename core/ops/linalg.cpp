@@ -38,7 +38,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
              a.sizes()[0], ", ", a.sizes()[2], "] but got: [", b.sizes()[0], ", ", b.sizes()[1], "].");
   check_same_dtype(a, b);
   Tensor out = empty_output({a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype(), device, "bmm");
-  if ((!has_data(device) && !plans_cpu_kernels(device)) || out.numel() == 0) return out;
+  if (!runs_kernels(device) || out.numel() == 0) return out;
   require_kernel(kernels_for(route_device_type(device)).bmm, "bmm", device)(out, a, b);
   return out;
 }
@@ -56,7 +56,7 @@ void mm_out(const Tensor& out, const Tensor& a, const Tensor& b) {
                  out.is_contiguous(),
              "mm_out: expected a contiguous ", scalar_type_name(a.dtype()), " out of size [", a.sizes()[0], ", ",
              b.sizes()[1], "], got ", scalar_type_name(out.dtype()), " ", out.sizes());
-  if ((!has_data(device) && !plans_cpu_kernels(device)) || out.numel() == 0) return;
+  if (!runs_kernels(device) || out.numel() == 0) return;
   require_kernel(kernels_for(route_device_type(device)).bmm, "mm", device)(unsqueeze(out, 0), unsqueeze(a, 0),
                                                                            unsqueeze(b, 0));
   out.impl()->storage()->bump_version();

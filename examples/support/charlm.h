@@ -350,6 +350,18 @@ inline double validation_bpc(CharModel& model, const CharCorpus& corpus, const C
   return total / static_cast<double>(seen) * kBitsPerNat;
 }
 
+/// One optimizer step on next-character targets y [B, T] for inputs x [B, T], the gradient's
+/// norm clipped to `clip`; returns the mean cross-entropy (nats) before the step.
+inline Tensor train_step(CharModel& model, optim::Optimizer& optimizer, const Tensor& x, const Tensor& y, double clip) {
+  const Tensor logits = model.forward(x);
+  const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+  optimizer.zero_grad();
+  loss.backward();
+  optim::clip_grad_norm_(model.parameters(), clip);
+  optimizer.step();
+  return loss;
+}
+
 /// Trains a new model on `text` for the configured budget, validating every `eval_every`
 /// steps and at the end; writes the log and the checkpoint when asked.
 inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const std::string& text, CharLmConfig c) {
@@ -405,12 +417,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
     std::vector<std::size_t> starts(static_cast<std::size_t>(c.batch_size));
     for (std::size_t& s : starts) s = start_of(rng);
     const auto [x, y] = windows(corpus.train, starts, c.shape.context, c.device);
-    const Tensor logits = model->forward(x);
-    const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
-    optimizer.zero_grad();
-    loss.backward();
-    optim::clip_grad_norm_(model->parameters(), c.clip);
-    optimizer.step();
+    const Tensor loss = train_step(*model, optimizer, x, y, c.clip);
     ++step;
     const double nats = loss.item<double>(), bpc = nats * kBitsPerNat;
     train_sum += bpc;

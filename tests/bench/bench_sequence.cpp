@@ -139,16 +139,8 @@ void BM_CharLmTransformerStep(benchmark::State& state) {
   optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
   const Tensor x = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
   const Tensor y = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
-  auto step = [&] {
-    const Tensor logits = model->forward(x);
-    const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
-    optimizer.zero_grad();
-    loss.backward();
-    optim::clip_grad_norm_(model->parameters(), c.clip);
-    optimizer.step();
-  };
-  step();
-  for (auto _ : state) step();
+  examples::train_step(*model, optimizer, x, y, c.clip);
+  for (auto _ : state) examples::train_step(*model, optimizer, x, y, c.clip);
   bench::report_flops(state, charlm_step_flops(c.shape, static_cast<double>(c.batch_size)));
 }
 BENCHMARK(BM_CharLmTransformerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
