@@ -100,10 +100,18 @@ class Flags {
   std::set<std::string> switches_;
 };
 
+/// Whether standard output is a person's terminal. mpirun hands every rank a pty of its own and
+/// forwards it, so isatty() is true under a launcher even when mpirun's output goes to a file.
+inline bool writes_to_terminal() {
+  const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+  return isatty(1) != 0 && !launched;
+}
+
 /// A progress line that redraws itself on a terminal and prints plain lines otherwise.
 class Progress {
  public:
-  Progress(std::string label, std::size_t total) : label_(std::move(label)), total_(total), tty_(isatty(1) != 0) {
+  Progress(std::string label, std::size_t total)
+      : label_(std::move(label)), total_(total), tty_(writes_to_terminal()) {
     start_ = std::chrono::steady_clock::now();
   }
   /// On a terminal, redraws one bar in place; in a log, writes a plain line at every tenth of
