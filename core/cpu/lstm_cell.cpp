@@ -16,7 +16,6 @@ namespace {
 
 using LstmTypes = TypeList<float, double>;
 
-
 }  // namespace
 
 void lstm_cell_forward_kernel(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,

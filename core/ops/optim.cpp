@@ -10,7 +10,8 @@ namespace kiln::ops {
 
 namespace {
 
-/// Every defined tensor of `others` is like the contiguous `p`: its device, dtype and shape.
+/// Every defined tensor of `others` (the optional ones may be undefined; callers check the
+/// required ones) is like the contiguous `p`: its device, dtype and shape.
 bool all_like(const Tensor& p, std::initializer_list<const Tensor*> others) {
   for (const Tensor* t : others) {
     if (!t->defined()) continue;
@@ -24,12 +25,12 @@ bool all_like(const Tensor& p, std::initializer_list<const Tensor*> others) {
 }  // namespace
 
 bool can_fuse_adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v) {
-  return m.defined() && v.defined() && all_like(p, {&g, &m, &v}) &&
+  return g.defined() && m.defined() && v.defined() && all_like(p, {&g, &m, &v}) &&
          kernels_for(route_device_type(p.device())).adam != nullptr;
 }
 
 bool can_fuse_sgd(const Tensor& p, const Tensor& g, const Tensor& buf) {
-  return all_like(p, {&g, &buf}) && kernels_for(route_device_type(p.device())).sgd != nullptr;
+  return g.defined() && all_like(p, {&g, &buf}) && kernels_for(route_device_type(p.device())).sgd != nullptr;
 }
 
 void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) {

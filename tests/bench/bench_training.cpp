@@ -168,7 +168,6 @@ void BM_Conv2dForward(benchmark::State& state) {
 }
 BENCHMARK(BM_Conv2dForward)->Args({16, 28})->Args({32, 14})->UseRealTime()->Unit(benchmark::kMillisecond);
 
-
 // The MLP's SGD-momentum update (784-512-256-10: 535,818 parameters in six tensors): the
 // fused one-pass kernel (core/cpu/sgd.cpp) against the composite rule of optim/sgd.cpp written
 // out with the same ops, and a memcpy of the parameters as the unit (the update reads

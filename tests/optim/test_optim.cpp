@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/ops/optim.h"
 #include "support/test_util.h"
 
 using namespace kiln;
@@ -240,4 +241,11 @@ TEST(SGD, FusedKernelMatchesTheCompositeRule) {
     EXPECT_TRUE(kiln::testing::tensors_near(fused, strided, 1e-14)) << c.name;
     EXPECT_FALSE(kiln::testing::tensors_near(fused, base, 1e-3)) << c.name << ": the steps moved nothing";
   }
+}
+
+TEST(FusedOptimizerSteps, AnUndefinedGradientIsAnErrorNotACrash) {
+  const Tensor p = zeros({3}), buffer = zeros({3});
+  EXPECT_FALSE(ops::can_fuse_sgd(p, Tensor(), buffer));
+  EXPECT_FALSE(ops::can_fuse_adam(p, Tensor(), zeros({3}), zeros({3})));
+  EXPECT_ERROR(ops::sgd_step_(p, Tensor(), buffer, SgdStep{}), "sgd_step_: param, grad and momentum buffer");
 }
