@@ -61,6 +61,10 @@ using Col2ImKernel = void (*)(const Tensor& out, const Tensor& cols, const Im2Co
 // indices are flat positions in the H*W plane.
 using MaxPoolKernel = void (*)(const Tensor& values, const Tensor& indices, const Tensor& input,
                                const Im2ColGeometry& g);
+// grad_input [N, C, H, W] = zero, plus each grad_output [N, C, oh, ow] element added onto the
+// element of its plane that indices (MaxPoolKernel's) names; all contiguous. An index outside
+// the plane is an IndexError.
+using MaxPoolBackwardKernel = void (*)(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices);
 // The op kernels (core/backends.h): conv2d, training-mode batch_norm and the 2-D pools as
 // one kernel per direction. cuDNN on CUDA; on the CPU, reference implementations with raw ops
 // (unfold + GEMM for convolution), which its ops do not take by default.
@@ -175,6 +179,7 @@ struct BackendKernels {
   Im2ColKernel im2col = nullptr;
   Col2ImKernel col2im = nullptr;
   MaxPoolKernel max_pool2d = nullptr;
+  MaxPoolBackwardKernel max_pool2d_backward = nullptr;  // optional: else zeros + scatter_add
   ConvKernels conv2d{};
   BatchNormKernels batch_norm{};
   PoolKernels pool2d{};

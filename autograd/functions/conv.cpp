@@ -80,6 +80,24 @@ TensorList UnfoldColumnsFn::backward(Context<UnfoldColumnsFn>& ctx, const Tensor
   return {FoldColumnsFn::apply(g[0], ctx.saved.geometry, ctx.saved.batch)};
 }
 
+// max_pool2d's backward as an op of its own: each window's gradient goes to the element that
+// won it, and an element that won several overlapping windows collects them all. It is linear
+// in the output's gradient, so its own derivative reads each window's winner back out (a
+// gather), and max_pool2d stays differentiable to any order.
+struct MaxPool2dBackwardFn : Function<MaxPool2dBackwardFn> {
+  static constexpr const char* name = "MaxPool2DWithIndicesBackwardBackward0";
+  static Tensor forward(Context<MaxPool2dBackwardFn>& ctx, const Tensor& grad_output, const Tensor& indices,
+                        const Shape& input_sizes) {
+    ctx.save_for_backward({indices});
+    return ops::max_pool2d_with_indices_backward(grad_output, indices, input_sizes);
+  }
+  static TensorList backward(Context<MaxPool2dBackwardFn>& ctx, const TensorList& g) {
+    const Tensor idx = ctx.get_saved_variables()[0];
+    const std::int64_t planes = idx.sizes()[0] * idx.sizes()[1];
+    return {g[0].reshape({planes, -1}).gather(1, idx.reshape({planes, -1})).view(idx.sizes()), Tensor()};
+  }
+};
+
 struct MaxPool2dFn : Function<MaxPool2dFn> {
   static constexpr const char* name = "MaxPool2DWithIndicesBackward0";
   struct Saved { Shape sizes; };
@@ -89,15 +107,8 @@ struct MaxPool2dFn : Function<MaxPool2dFn> {
     ctx.save_for_backward({indices});
     return {values, indices};
   }
-  // each window's gradient goes to the element that won it; an element that won several
-  // overlapping windows collects them all (scatter_add into its plane)
   static TensorList backward(Context<MaxPool2dFn>& ctx, const TensorList& g) {
-    const Tensor idx = ctx.get_saved_variables()[0];
-    const Shape& s = ctx.saved.sizes;
-    const std::int64_t planes = s[0] * s[1];
-    return {zeros({planes, s[2] * s[3]}, g[0].options())
-                .scatter_add(1, idx.reshape({planes, -1}), g[0].reshape({planes, -1}))
-                .view(s)};
+    return {MaxPool2dBackwardFn::apply(g[0], ctx.get_saved_variables()[0], ctx.saved.sizes)};
   }
 };
 

@@ -55,6 +55,7 @@ void pool2d_forward_kernel(const Tensor& out, const Tensor& input, const Im2ColG
 void pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& input,
                             const Tensor& output, const Im2ColGeometry& g, PoolMode mode);
 void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor& input, const Im2ColGeometry& g);
+void max_pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices);
 void lstm_cell_forward_kernel(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,
                               const Tensor& projected, const Tensor& c_prev);
 void lstm_cell_backward_kernel(const Tensor& grad_gates, const Tensor& grad_c, const Tensor& grad_h,

@@ -1,6 +1,7 @@
 // core/cpu/pool.cpp — max pooling on the CPU: each output is the largest element of its
 // window (padding excluded, so it can never win), with the flat H*W index of the winner kept
-// for the backward pass. Planes (image, channel) are independent and split across threads.
+// for the backward pass, which adds each window's gradient onto its winner. Planes (image,
+// channel) are independent and split across threads.
 // Read next: autograd/functions/conv.cpp (MaxPool2dFn).
 #include <algorithm>
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include "core/cpu/parallel.h"
 #include "core/cpu/select.h"
 #include "core/dispatch.h"
+#include "core/error.h"
+#include "core/messages.h"
 
 namespace kiln::cpu {
 
@@ -176,6 +179,36 @@ void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor
     const PlaneFn<T> pool = plane_kernel_for<T>(g.kernel_h, g.kernel_w);
     parallel_for(0, planes, grain, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t p = b; p < e; ++p) pool(x + p * plane_in, v + p * plane_out, idx + p * plane_out, plan);
+    });
+  });
+}
+
+// One pass per plane while it is in cache: zero the plane's gradient, then add each window's
+// gradient onto its winner (overlapping windows can share one). That is what zeros +
+// scatter_add computed, without their three extra passes over the input-sized gradient (the
+// fill, scatter_add's copy of it, and the index range check's min and max).
+void max_pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices) {
+  dispatch_dtype<FloatingTypes>(grad_input.dtype(), "max_pool2d_backward_cpu", [&]<typename T>() {
+    using M = OpMath<T>;
+    const std::int64_t planes = grad_input.sizes()[0] * grad_input.sizes()[1];
+    const std::int64_t plane_in = grad_input.sizes()[2] * grad_input.sizes()[3];
+    const std::int64_t plane_out = grad_output.sizes()[2] * grad_output.sizes()[3];
+    T* gi = grad_input.data_ptr<T>();
+    const T* go = grad_output.data_ptr<T>();
+    const std::int64_t* idx = indices.data_ptr<std::int64_t>();
+    const std::int64_t grain = std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(plane_in, 1));
+    parallel_for(0, planes, grain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t p = b; p < e; ++p) {
+        T* plane = gi + p * plane_in;
+        const T* g = go + p * plane_out;
+        const std::int64_t* winner = idx + p * plane_out;
+        std::fill(plane, plane + plane_in, T(0));
+        for (std::int64_t o = 0; o < plane_out; ++o) {
+          const std::int64_t at = winner[o];
+          KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
+          plane[at] = static_cast<T>(static_cast<M>(plane[at]) + static_cast<M>(g[o]));
+        }
+      }
     });
   });
 }

@@ -3,7 +3,7 @@
 // windows. max_pool2d and avg_pool2d on the CPU keep their composite graphs; these serve the
 // op-kernel route (core/backends.h) when a test turns it on, as the reference cuDNN's pooling
 // is compared with.
-//   max: dL/dx[winner of window w] += dL/dy[w]
+//   max: dL/dx[winner of window w] += dL/dy[w] (the winners found again by the forward kernel)
 //   avg: dL/dx[i] = Σ over windows w covering i of dL/dy[w] / divisor(w)
 // Read next: core/cuda/cudnn_pool.cpp.
 #include "core/cpu/cpu_kernels.h"
@@ -11,7 +11,6 @@
 #include "core/ops/conv.h"
 #include "core/ops/copy.h"
 #include "core/ops/elementwise.h"
-#include "core/ops/index.h"
 #include "core/ops/reduce.h"
 #include "core/ops/view.h"
 
@@ -57,11 +56,8 @@ void pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output,
                             const Tensor& /*output*/, const Im2ColGeometry& g, PoolMode mode) {
   const std::int64_t planes = input.sizes()[0] * input.sizes()[1], windows = g.out_h * g.out_w;
   if (mode == PoolMode::Max) {
-    const Tensor winners = ops::view(std::get<1>(ops::max_pool2d_with_indices(input, g)), {planes, windows});
-    Tensor zero = ops::empty_output({planes, g.height * g.width}, input.dtype(), input.device(), "max_pool2d");
-    ops::fill_data(zero, 0.0);
-    const Tensor summed = ops::scatter(zero, 1, winners, ops::view(grad_output, {planes, windows}), true);
-    ops::copy_data(grad_input, ops::view(summed, input.sizes()));
+    const Tensor winners = std::get<1>(ops::max_pool2d_with_indices(input, g));
+    ops::copy_data(grad_input, ops::max_pool2d_with_indices_backward(grad_output, winners, input.sizes()));
     return;
   }
   const std::int64_t taps = g.kernel_h * g.kernel_w;

@@ -25,6 +25,7 @@ void register_kernels(BackendKernels& t) {
   t.im2col = &im2col_kernel;
   t.col2im = &col2im_kernel;
   t.max_pool2d = &max_pool2d_kernel;
+  t.max_pool2d_backward = &max_pool2d_backward_kernel;
   t.conv2d = {&conv2d_forward_kernel, &conv2d_backward_input_kernel, &conv2d_backward_weight_kernel};
   t.batch_norm = {&batch_norm_forward_kernel, &batch_norm_backward_kernel};
   t.pool2d = {&pool2d_forward_kernel, &pool2d_backward_kernel};

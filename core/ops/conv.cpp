@@ -6,6 +6,8 @@
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
 #include "core/ops/copy.h"
+#include "core/ops/index.h"
+#include "core/ops/view.h"
 
 namespace kiln::ops {
 
@@ -182,6 +184,28 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Im2Col
   if (!has_data(x.device()) || values.numel() == 0) return {values, indices};
   require_kernel(kernels_for(x.device().type()).max_pool2d, "max_pool2d", x.device())(values, indices, contiguous(x), g);
   return {values, indices};
+}
+
+Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Tensor& indices, IntArrayRef input_sizes) {
+  common_device({{"grad_output", &grad_output}, {"indices", &indices}});
+  check_index_dtype("max_pool2d_with_indices_backward", indices);
+  KILN_CHECK(input_sizes.size() == 4 && grad_output.dim() == 4 && grad_output.sizes() == indices.sizes() &&
+                 grad_output.sizes()[0] == input_sizes[0] && grad_output.sizes()[1] == input_sizes[1],
+             "max_pool2d_with_indices_backward: expected grad_output and indices of one shape [N, C, oh, ow] "
+             "for an input [N, C, H, W], got grad_output ",
+             grad_output.sizes(), ", indices ", indices.sizes(), " and input ", input_sizes);
+  Tensor grad_input = empty_output(input_sizes, grad_output.dtype(), grad_output.device(), "max_pool2d_backward");
+  if (!has_data(grad_output.device()) || grad_input.numel() == 0) return grad_input;
+  const MaxPoolBackwardKernel kernel = kernels_for(grad_output.device().type()).max_pool2d_backward;
+  if (kernel != nullptr) {
+    kernel(grad_input, contiguous(grad_output), contiguous(indices));
+    return grad_input;
+  }
+  const std::int64_t planes = input_sizes[0] * input_sizes[1];
+  fill_data(grad_input, 0.0);
+  return view(scatter(view(grad_input, {planes, input_sizes[2] * input_sizes[3]}), 1, reshape(indices, {planes, -1}),
+                      reshape(grad_output, {planes, -1}), true),
+              input_sizes);
 }
 
 }  // namespace kiln::ops

@@ -67,5 +67,8 @@ Tensor pool2d_backward(const Tensor& grad_output, const Tensor& x, const Tensor&
 /// 2-D max pooling: (values [N, C, oh, ow], indices into each H*W input plane as Int64).
 /// Padding never wins (it reads -inf); ties keep the first element of the window.
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Im2ColGeometry& g);
+/// Its backward (PyTorch's max_pool2d_with_indices_backward): a gradient of `input_sizes`,
+/// zero except where an element won windows, which gets the sum of their grad_output.
+Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Tensor& indices, IntArrayRef input_sizes);
 
 }  // namespace kiln::ops

@@ -87,7 +87,7 @@ TEST(OpTableCoverage, EveryCpuKernelIsExercisedByAnEntry) {
   for (int i = 0; i < static_cast<int>(UnaryOp::kCount); ++i) required.push_back(op_name(static_cast<UnaryOp>(i)));
   for (int i = 0; i < static_cast<int>(BinaryOp::kCount); ++i) required.push_back(op_name(static_cast<BinaryOp>(i)));
   for (const char* n : {"sum", "prod", "amax", "amin", "where", "copy", "fill", "arange", "arg_reduce", "bmm",
-                        "cat", "index_select", "index_add", "gather", "scatter", "im2col", "col2im", "max_pool2d", "random",
+                        "cat", "index_select", "index_add", "gather", "scatter", "im2col", "col2im", "max_pool2d", "max_pool2d_backward", "random",
                         "conv2d", "batch_norm", "pool2d"}) {
     required.push_back(n);
   }
@@ -102,7 +102,7 @@ TEST(OpTableCoverage, EveryCpuKernelIsExercisedByAnEntry) {
                         (const void*)cpu.arg_reduce, (const void*)cpu.bmm, (const void*)cpu.cat,
                         (const void*)cpu.index_select, (const void*)cpu.index_add, (const void*)cpu.gather,
                         (const void*)cpu.scatter, (const void*)cpu.im2col, (const void*)cpu.col2im,
-                        (const void*)cpu.max_pool2d, (const void*)cpu.random, (const void*)cpu.adam,
+                        (const void*)cpu.max_pool2d, (const void*)cpu.max_pool2d_backward, (const void*)cpu.random, (const void*)cpu.adam,
                         (const void*)cpu.conv2d.forward, (const void*)cpu.conv2d.backward_input,
                         (const void*)cpu.conv2d.backward_weight, (const void*)cpu.batch_norm.forward,
                         (const void*)cpu.batch_norm.backward, (const void*)cpu.pool2d.forward,

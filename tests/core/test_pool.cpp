@@ -2,7 +2,8 @@
 // definition: every window scanned in row-major order, the first strict maximum kept, the
 // first NaN winning for good, padding never chosen. The kernel has a separable fast path
 // (windows that tile the rows) and a window-at-a-time path; geometries below exercise both,
-// on data with many ties so the tie order is checked, not just the values.
+// on data with many ties so the tie order is checked, not just the values. Its backward is
+// checked the same way: each window's gradient added onto the winner.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,6 +95,64 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolCase{"dilated_tiling", 6, 8, 2, 2, 2, 2, 0, 0, 2, 1},
                       PoolCase{"padded_dilated", 6, 6, 3, 2, 2, 1, 1, 1, 2, 2}),
     [](const ::testing::TestParamInfo<PoolCase>& info) { return std::string(info.param.name); });
+
+/// max_pool2d's backward by the definition: each output gradient added onto its winner.
+std::vector<double> reference_backward(const std::vector<double>& grad_output, const std::vector<std::int64_t>& winners,
+                                       std::int64_t planes, const Im2ColGeometry& g) {
+  std::vector<double> grad_input(static_cast<std::size_t>(planes * g.height * g.width), 0.0);
+  const std::int64_t plane_out = g.out_h * g.out_w;
+  for (std::int64_t o = 0; o < planes * plane_out; ++o) {
+    const std::int64_t plane = o / plane_out;
+    grad_input[static_cast<std::size_t>(plane * g.height * g.width + winners[static_cast<std::size_t>(o)])] +=
+        grad_output[static_cast<std::size_t>(o)];
+  }
+  return grad_input;
+}
+
+TEST_P(MaxPoolKernel, BackwardAddsEachWindowsGradientOntoItsWinner) {
+  const PoolCase c = GetParam();
+  const std::int64_t n = 2, channels = 3;
+  manual_seed(8);
+  // Ties everywhere, so overlapping windows often share a winner.
+  Tensor x = randint(0, 3, {n, channels, c.h, c.w}).to(kFloat64);
+  const Im2ColGeometry g = ops::im2col_geometry({n, channels, c.h, c.w}, {c.kh, c.kw}, {c.dh, c.dw}, {c.ph, c.pw}, {c.sh, c.sw});
+  const auto [values, indices] = ops::max_pool2d_with_indices(x, g);
+  const Tensor grad_output = randn(values.sizes(), TensorOptions().dtype(kFloat64));
+  const std::vector<double> want = reference_backward(
+      std::vector<double>(grad_output.data_ptr<double>(), grad_output.data_ptr<double>() + grad_output.numel()),
+      std::vector<std::int64_t>(indices.data_ptr<std::int64_t>(), indices.data_ptr<std::int64_t>() + indices.numel()),
+      n * channels, g);
+  for (DType dtype : {kFloat64, kFloat32}) {
+    const Tensor got = ops::max_pool2d_with_indices_backward(grad_output.to(dtype), indices, x.sizes()).to(kFloat64);
+    ASSERT_EQ(got.sizes(), x.sizes());
+    const double tolerance = dtype == kFloat64 ? 0.0 : 1e-6;
+    for (std::int64_t i = 0; i < got.numel(); ++i) {
+      EXPECT_NEAR(got.data_ptr<double>()[i], want[static_cast<std::size_t>(i)], tolerance)
+          << c.name << " element " << i << " (" << dtype_name(dtype) << ")";
+    }
+  }
+}
+
+TEST(MaxPoolBackward, AnIndexOutsideItsPlaneIsAnIndexError) {
+  const Tensor grad_output = ones({1, 2, 2, 2});
+  Tensor indices = zeros({1, 2, 2, 2}, TensorOptions().dtype(kInt64));
+  indices.data_ptr<std::int64_t>()[5] = 16;  // a 4x4 plane has positions 0..15
+  EXPECT_THROW(ops::max_pool2d_with_indices_backward(grad_output, indices, {1, 2, 4, 4}), IndexError);
+  indices.data_ptr<std::int64_t>()[5] = -1;
+  EXPECT_THROW(ops::max_pool2d_with_indices_backward(grad_output, indices, {1, 2, 4, 4}), IndexError);
+  indices.data_ptr<std::int64_t>()[5] = 15;
+  const Tensor grad_input = ops::max_pool2d_with_indices_backward(grad_output, indices, {1, 2, 4, 4});
+  EXPECT_EQ(grad_input[0][0][0][0].item<double>(), 4.0);  // plane 0: all four windows at 0
+  EXPECT_EQ(grad_input[0][1][0][0].item<double>(), 3.0);  // plane 1: three at 0, one at 15
+  EXPECT_EQ(grad_input[0][1][3][3].item<double>(), 1.0);
+}
+
+TEST(MaxPoolBackward, MismatchedShapesAreAnError) {
+  EXPECT_THROW(ops::max_pool2d_with_indices_backward(ones({1, 2, 2, 2}), zeros({1, 2, 2, 3}, TensorOptions().dtype(kInt64)),
+                                                     {1, 2, 4, 4}),
+               Error);
+  EXPECT_THROW(ops::max_pool2d_with_indices_backward(ones({1, 2, 2, 2}), zeros({1, 2, 2, 2}), {1, 2, 4, 4}), Error);
+}
 
 }  // namespace
 }  // namespace kiln

@@ -520,9 +520,27 @@ std::vector<OpInfo> build() {
   add({"max_pool2d", [](const TensorList& x) { return max_pool2d(x[0], {2, 2}); },
        {{"2x2", {F(img, {1, 1, 4, 4})}, {5, 7, 13, 15}, {1, 1, 2, 2}},
         {"channels", {F(ramp(2 * 2 * 4 * 4), {2, 2, 4, 4})}, {}, {2, 2, 2, 2}}},
-       fl(), true, {"max_pool2d", "scatter"}});
+       fl(), true, {"max_pool2d", "max_pool2d_backward"}});
   add({"max_pool2d_pad", [](const TensorList& x) { return max_pool2d(x[0], {3, 3}, Pair{2, 2}, {1, 1}); },
        {{"3x3 stride 2 pad 1", {F(img, {1, 1, 4, 4})}, {5, 7, 13, 15}, {1, 1, 2, 2}}}, f64_f32(), true, {"max_pool2d"}});
+  // max_pool2d's backward as a function of the output's gradient (x[1]; the image x[0] only
+  // picks the winners): each window's gradient lands on its winner, summed where one element
+  // wins several windows. Its own backward gathers the winners back out.
+  add({"max_pool2d_backward",
+       [](const TensorList& x) {
+         EnableGradGuard grad_mode;  // the backward needs a graph even where the caller runs without one
+         const Tensor image = x[0].detach().as_leaf(true);
+         const Tensor pooled = max_pool2d(image, {3, 3}, Pair{x[0].sizes()[2] == 4 ? 1 : 2, 1});
+         return autograd::grad({pooled}, {image}, {x[1]}, true, true)[0];
+       },
+       // 3x3 stride 1 over 4x4: all four windows hold the 9 at index 6, which collects 1+2+3+4
+       {{"overlapping windows, one winner", {C({0, 1, 2, 3, 4, 5, 9, 7, 0, 1, 2, 3, 4, 5, 6, 7}, {1, 1, 4, 4}),
+                                             F({1, 2, 3, 4}, {1, 1, 2, 2})},
+         {0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {1, 1, 4, 4}},
+        // stride (2, 1) on 5x4: windows rows 0-2 and 2-4, columns 0-2 and 1-3
+        {"channels and batch", {C(ramp(2 * 3 * 5 * 4), {2, 3, 5, 4}), F(ramp(2 * 3 * 2 * 2, 0.3, 0.11), {2, 3, 2, 2})},
+         {}, {2, 3, 5, 4}}},
+       fl(), true, {"max_pool2d", "max_pool2d_backward"}});
   add({"avg_pool2d", [](const TensorList& x) { return avg_pool2d(x[0], {2, 2}); },
        {{"2x2", {F(img, {1, 1, 4, 4})}, {2.5, 4.5, 10.5, 12.5}, {1, 1, 2, 2}}}, fl(), true, {"im2col"}});
   add({"avg_pool2d_pad", [](const TensorList& x) { return avg_pool2d(x[0], {3, 3}, Pair{2, 2}, {1, 1}); },
