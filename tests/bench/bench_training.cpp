@@ -3,10 +3,12 @@
 //   - the machine's Float32 peak (BM_FmaPeak) and each step's FLOP floor at that peak
 //     (counter x_floor = step time / floor);
 //   - the examples' CNN (batch 128, SGD) and MLP 784-512-256-10 (batch 128, SGD) on the
-//     library route (route:1, oneDNN) and the Eigen route (route:0);
+//     build's default routes (route:1, as train_cnn runs: oneDNN for convolution and matrix
+//     products) and the Eigen route (route:0);
 //   - the same step's matrix products done directly in Eigen, and (tests/bench/onednn/
 //     raw_layers.cpp, where oneDNN is built) its layers as raw oneDNN primitives;
-//   - single layers beside memcpy (pooling) or raw oneDNN (a convolution forward + backward).
+//   - single layers beside memcpy (pooling forward and backward) or raw oneDNN (a
+//     convolution forward + backward).
 // Counters: oneDNN primitives built and fallbacks per step (both 0 at steady state), CPU
 // cache misses per step.
 //   build/tests/bench/bench_training --benchmark_filter='Step|Peak'
@@ -15,9 +17,11 @@
 #include <Eigen/Dense>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "../../examples/support/models.h"
+#include "core/ops/conv.h"
 #include "kiln.h"
 #include "step_flops.h"
 
@@ -54,9 +58,12 @@ class StepCounters {
 
 /// One SGD step of `model` on (x, y), `warmup` times before the timed loop builds what
 /// the step needs.
+// route:1 runs the build's defaults (what train_cnn and train_mlp run: oneDNN for convolution
+// and matrix products, Kiln's kernels for pooling); route:0 turns every library route off.
 template <class Model>
 void train_steps(benchmark::State& state, Model& model, const Tensor& x, const Tensor& y, double flops) {
-  backends::OpKernelsGuard route(DeviceType::CPU, state.range(0) != 0);
+  std::optional<backends::OpKernelsGuard> eigen_route;
+  if (state.range(0) == 0) eigen_route.emplace(DeviceType::CPU, false);
   optim::SGD sgd(model.parameters(), optim::SGDOptions(0.01).momentum(0.9));
   auto step = [&] {
     sgd.zero_grad();
@@ -155,6 +162,25 @@ void BM_MaxPool2dConv1Activation(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * x.numel() * 4));
 }
 BENCHMARK(BM_MaxPool2dConv1Activation)->UseRealTime();
+
+// The pool's backward over the same activation: Kiln's kernel (one pass per plane), beside
+// the zeros + scatter_add it replaced. Bytes are the input-sized gradient written.
+void BM_MaxPool2dBackwardConv1Activation(benchmark::State& state) {
+  const Tensor x = rand({128, 32, 28, 28});
+  const auto [values, indices] = ops::max_pool2d_with_indices(x, ops::im2col_geometry(x.sizes(), {2, 2}, {1, 1}, {0, 0}, {2, 2}));
+  const Tensor grad_output = rand(values.sizes());
+  const bool composite = state.range(0) != 0;
+  for (auto _ : state) {
+    if (composite) {
+      benchmark::DoNotOptimize(
+          zeros({128 * 32, 28 * 28}).scatter_add(1, indices.view({128 * 32, -1}), grad_output.view({128 * 32, -1})));
+    } else {
+      benchmark::DoNotOptimize(ops::max_pool2d_with_indices_backward(grad_output, indices, x.sizes()));
+    }
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * x.numel() * 4));
+}
+BENCHMARK(BM_MaxPool2dBackwardConv1Activation)->ArgName("composite")->Arg(0)->Arg(1)->UseRealTime();
 
 void BM_Conv2dForward(benchmark::State& state) {
   manual_seed(0);
