@@ -70,10 +70,11 @@ using MaxPoolBackwardKernel = void (*)(const Tensor& grad_input, const Tensor& g
 // (unfold + GEMM for convolution), which its ops do not take by default.
 //
 // Convolution: all tensors contiguous; input [N, C, H, W], weight [O, C/groups, kh, kw],
-// output [N, O, out_h, out_w]; g describes the input and the window.
+// output [N, O, out_h, out_w]; g describes the input and the window. The forward adds bias
+// [O] to every output position when it is defined (one pass over the output, not two).
 // The two backward kernels are the adjoints of the forward in one argument each.
 struct ConvKernels {
-  using Forward = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight,
+  using Forward = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const Im2ColGeometry& g, std::int64_t groups);
   using BackwardInput = void (*)(const Tensor& grad_input, const Tensor& grad_output,
                                  const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups);

@@ -125,14 +125,16 @@ struct ConvGeometry {
   Shape input_sizes, weight_sizes;
 };
 
+// The bias (optional) is added inside the forward kernel, as one node with three inputs, like
+// PyTorch's ConvolutionBackward0; its gradient is the output's summed over all but channels.
 struct ConvolutionFn : Function<ConvolutionFn> {
   static constexpr const char* name = "ConvolutionBackward0";
   using Saved = ConvGeometry;
-  static Tensor forward(Context<ConvolutionFn>& ctx, const Tensor& x, const Tensor& w, const Im2ColGeometry& g,
-                        std::int64_t groups) {
+  static Tensor forward(Context<ConvolutionFn>& ctx, const Tensor& x, const Tensor& w, const Tensor& bias,
+                        const Im2ColGeometry& g, std::int64_t groups) {
     ctx.saved = {g, groups, x.sizes().vec(), w.sizes().vec()};
     ctx.save_for_backward({x, w});
-    return ops::convolution(x, w, g, groups);
+    return ops::convolution(x, w, bias, g, groups);
   }
   static TensorList backward(Context<ConvolutionFn>& ctx, const TensorList& grads);
 };
@@ -164,20 +166,21 @@ struct ConvolutionBackwardWeightFn : Function<ConvolutionBackwardWeightFn> {
 TensorList ConvolutionFn::backward(Context<ConvolutionFn>& ctx, const TensorList& grads) {
   const TensorList s = ctx.get_saved_variables();  // x, w
   return {ctx.needs_input_grad(0) ? ConvolutionBackwardInputFn::apply(grads[0], s[1], ctx.saved) : Tensor(),
-          ctx.needs_input_grad(1) ? ConvolutionBackwardWeightFn::apply(grads[0], s[0], ctx.saved) : Tensor()};
+          ctx.needs_input_grad(1) ? ConvolutionBackwardWeightFn::apply(grads[0], s[0], ctx.saved) : Tensor(),
+          ctx.needs_input_grad(2) ? grads[0].sum({0, 2, 3}) : Tensor()};
 }
 
 TensorList ConvolutionBackwardInputFn::backward(Context<ConvolutionBackwardInputFn>& ctx, const TensorList& grads) {
   const TensorList s = ctx.get_saved_variables();  // gy, w
   const ConvGeometry& c = ctx.saved;
-  return {ctx.needs_input_grad(0) ? ConvolutionFn::apply(grads[0], s[1], c.geometry, c.groups) : Tensor(),
+  return {ctx.needs_input_grad(0) ? ConvolutionFn::apply(grads[0], s[1], Tensor(), c.geometry, c.groups) : Tensor(),
           ctx.needs_input_grad(1) ? ConvolutionBackwardWeightFn::apply(s[0], grads[0], c) : Tensor()};
 }
 
 TensorList ConvolutionBackwardWeightFn::backward(Context<ConvolutionBackwardWeightFn>& ctx, const TensorList& grads) {
   const TensorList s = ctx.get_saved_variables();  // gy, x
   const ConvGeometry& c = ctx.saved;
-  return {ctx.needs_input_grad(0) ? ConvolutionFn::apply(s[1], grads[0], c.geometry, c.groups) : Tensor(),
+  return {ctx.needs_input_grad(0) ? ConvolutionFn::apply(s[1], grads[0], Tensor(), c.geometry, c.groups) : Tensor(),
           ctx.needs_input_grad(1) ? ConvolutionBackwardInputFn::apply(s[0], grads[0], c) : Tensor()};
 }
 
@@ -256,8 +259,7 @@ Im2ColGeometry conv2d_geometry(const Tensor& input, const Tensor& weight, const 
 Tensor convolution_impl(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
                         Pair dilation, std::int64_t groups) {
   const Im2ColGeometry g = conv2d_geometry(input, weight, bias, stride, padding, dilation, groups);
-  const Tensor out = ConvolutionFn::apply(input, weight, g, groups);
-  return bias.defined() ? out + bias.view({1, weight.sizes()[0], 1, 1}) : out;
+  return ConvolutionFn::apply(input, weight, bias, g, groups);
 }
 
 Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,

@@ -9,6 +9,7 @@
 #include "core/ops/allocate.h"
 #include "core/ops/conv.h"
 #include "core/ops/copy.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
 #include "core/ops/view.h"
 
@@ -38,13 +39,14 @@ void grouped_mm(const Tensor& out, const Tensor& a, bool transpose_a, const Tens
 
 }  // namespace
 
-// out[n, o] = sum over the group's (c, i, j) of weight[o, c, i, j] * window(n, c, i, j)
-void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
-                           std::int64_t groups) {
+// out[n, o] = bias[o] + sum over the group's (c, i, j) of weight[o, c, i, j] * window(n, c, i, j)
+void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Im2ColGeometry& g, std::int64_t groups) {
   const std::int64_t n = input.sizes()[0], o = weight.sizes()[0];
   const Tensor product = ops::empty_output({o, n * g.out_h * g.out_w}, out.dtype(), out.device(), "convolution");
   grouped_mm(product, ops::view(weight, {o, -1}), false, ops::unfold_columns(input, g), false, groups);
-  ops::copy_data(out, ops::permute(ops::view(product, {o, n, g.out_h, g.out_w}), {1, 0, 2, 3}));
+  const Tensor images = ops::permute(ops::view(product, {o, n, g.out_h, g.out_w}), {1, 0, 2, 3});
+  ops::copy_data(out, bias.defined() ? ops::binary(BinaryOp::Add, images, ops::view(bias, {1, o, 1, 1})) : images);
 }
 
 // The adjoint in the input: columns = weightᵀ @ gradient rows, folded back into images.

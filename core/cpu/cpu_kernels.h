@@ -31,8 +31,8 @@ void scatter_kernel(const Tensor& out, std::int64_t dim, const Tensor& index, co
 void im2col_kernel(const Tensor& cols, const Tensor& input, const Im2ColGeometry& g,
                    double pad_value);
 void col2im_kernel(const Tensor& out, const Tensor& cols, const Im2ColGeometry& g);
-void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
-                           std::int64_t groups);
+void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                                   const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,

@@ -242,9 +242,21 @@ void run_pass(Pass pass, const Tensor& out, const Tensor& a, const Tensor& b, In
 
 }  // namespace
 
-void cudnn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
-                          std::int64_t groups) {
+void cudnn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                          const Im2ColGeometry& g, std::int64_t groups) {
   run_pass(Pass::Forward, out, input, weight, input.sizes(), weight.sizes(), out.sizes(), g, groups);
+  if (!bias.defined()) return;
+  // out += bias broadcast over [1, O, 1, 1], in place (as PyTorch's cuDNN convolution adds it)
+  const int device = device_of(out);
+  DeviceGuard guard(device);
+  const cudnnDataType_t type = cudnn_data_type(out.dtype(), "cudnn_convolution");
+  TensorDescriptor bias_desc, out_desc;
+  set_4d(bias_desc, type, {1, bias.sizes()[0], 1, 1});
+  set_4d(out_desc, type, out.sizes());
+  const BlendFactors blend(out.dtype());
+  check_cudnn(cudnnAddTensor(cudnn_handle(device), blend.one(), bias_desc.get(), bias.raw_data_ptr(), blend.one(),
+                             out_desc.get(), out.raw_data_ptr()),
+              "cudnnAddTensor");
 }
 
 void cudnn_conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,

@@ -19,8 +19,8 @@ namespace kiln::cuda {
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);  // blas.cpp
 // cudnn_conv.cpp
-void cudnn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
-                          std::int64_t groups);
+void cudnn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                          const Im2ColGeometry& g, std::int64_t groups);
 void cudnn_conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                                  const Im2ColGeometry& g, std::int64_t groups);
 void cudnn_conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,

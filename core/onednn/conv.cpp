@@ -15,7 +15,9 @@ namespace kiln::onednn {
 
 namespace {
 
-enum class Pass : std::int64_t { Forward = 10, BackwardData = 11, BackwardWeights = 12 };
+// The forward with a bias is a primitive of its own: oneDNN adds the bias as it writes each
+// output, saving the pass over the output that a separate add would make.
+enum class Pass : std::int64_t { Forward = 10, BackwardData = 11, BackwardWeights = 12, ForwardWithBias = 13 };
 
 struct ConvDims {
   dnnl::memory::dims src, weights, dst, strides, dilates, pad_left, pad_right;
@@ -67,6 +69,19 @@ Prepared build_forward(const ConvDims& d, DType dtype) {
                    {DNNL_ARG_DST, contiguous_desc(d.dst, dtype), pd.dst_desc(), /*is_output=*/true}});
 }
 
+Prepared build_forward_with_bias(const ConvDims& d, DType dtype) {
+  const dnnl::memory::desc bias = contiguous_desc({d.dst[1]}, dtype);
+  const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             any_desc(d.src, dtype), any_desc(d.weights, dtype), bias,
+                                             any_desc(d.dst, dtype), d.strides, d.dilates, d.pad_left, d.pad_right);
+  const dnnl::convolution_forward::primitive_desc pd(desc, attributes(), engine());
+  return Prepared(dnnl::convolution_forward(pd), pd,
+                  {{DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
+                   {DNNL_ARG_WEIGHTS, contiguous_desc(d.weights, dtype), pd.weights_desc()},
+                   {DNNL_ARG_BIAS, bias, pd.bias_desc()},
+                   {DNNL_ARG_DST, contiguous_desc(d.dst, dtype), pd.dst_desc(), /*is_output=*/true}});
+}
+
 Prepared build_backward_data(const ConvDims& d, DType dtype) {
   const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, any_desc(d.src, dtype),
                                                    any_desc(d.weights, dtype), any_desc(d.dst, dtype), d.strides,
@@ -98,6 +113,7 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
   auto entry = cached(conv_key(pass, dtype, input, weight, g, groups), [&] {
     switch (pass) {
       case Pass::Forward: return build_forward(d, dtype);
+      case Pass::ForwardWithBias: return build_forward_with_bias(d, dtype);
       case Pass::BackwardData: return build_backward_data(d, dtype);
       case Pass::BackwardWeights: break;
     }
@@ -109,12 +125,18 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
 
 }  // namespace
 
-void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Im2ColGeometry& g,
-                           std::int64_t groups) {
-  const auto p = prepared(Pass::Forward, input.dtype(), input.sizes(), weight.sizes(), g, groups);
-  if (!p) return cpu::conv2d_forward_kernel(out, input, weight, g, groups);
-  p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
-          {DNNL_ARG_DST, address_of(out)}});
+void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Im2ColGeometry& g, std::int64_t groups) {
+  const Pass pass = bias.defined() ? Pass::ForwardWithBias : Pass::Forward;
+  const auto p = prepared(pass, input.dtype(), input.sizes(), weight.sizes(), g, groups);
+  if (!p) return cpu::conv2d_forward_kernel(out, input, weight, bias, g, groups);
+  if (bias.defined()) {
+    p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
+            {DNNL_ARG_BIAS, address_of(bias)}, {DNNL_ARG_DST, address_of(out)}});
+  } else {
+    p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
+            {DNNL_ARG_DST, address_of(out)}});
+  }
 }
 
 void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,

@@ -102,16 +102,29 @@ bool conv2d_uses_convolution_kernels(Device device) {
          kernels_for(type).conv2d.forward != nullptr;
 }
 
-Tensor convolution(const Tensor& input, const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups) {
-  common_device({{"input", &input}, {"weight", &weight}});
+Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+                   std::int64_t groups) {
+  if (bias.defined()) {
+    common_device({{"input", &input}, {"weight", &weight}, {"bias", &bias}});
+  } else {
+    common_device({{"input", &input}, {"weight", &weight}});
+  }
   check_floating("convolution", input);
   KILN_CHECK_TYPE(input.dtype() == weight.dtype(), "Input type (", scalar_type_name(input.dtype()),
                   ") and weight type (", scalar_type_name(weight.dtype()), ") should be the same");
-  Tensor out = empty_output({input.sizes()[0], weight.sizes()[0], g.out_h, g.out_w}, input.dtype(), input.device(),
+  const std::int64_t out_channels = weight.sizes()[0];
+  if (bias.defined()) {
+    KILN_CHECK_TYPE(bias.dtype() == input.dtype(), "Input type (", scalar_type_name(input.dtype()),
+                    ") and bias type (", scalar_type_name(bias.dtype()), ") should be the same");
+    KILN_CHECK(bias.dim() == 1 && bias.sizes()[0] == out_channels, "Given weight of size ", weight.sizes(),
+               ", expected bias to be 1-dimensional with ", out_channels, " elements, but got bias of size ",
+               bias.sizes(), " instead");
+  }
+  Tensor out = empty_output({input.sizes()[0], out_channels, g.out_h, g.out_w}, input.dtype(), input.device(),
                             "convolution");
   if (!runs_kernels(input.device()) || out.numel() == 0) return out;
   require_kernel(kernels_for(route_device_type(input.device())).conv2d.forward, "convolution", input.device())(
-      out, contiguous(input), contiguous(weight), g, groups);
+      out, contiguous(input), contiguous(weight), bias.defined() ? contiguous(bias) : bias, g, groups);
   return out;
 }
 

@@ -46,8 +46,10 @@ Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t ba
 /// True when conv2d on `device` should call `convolution` (cuDNN) rather than unfold + GEMM
 /// (Note [Convolution as unfold + GEMM]).
 bool conv2d_uses_convolution_kernels(Device device);
-/// The backend's convolution kernel of input [N, C, H, W] with weight [O, C/groups, kh, kw], no bias.
-Tensor convolution(const Tensor& input, const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups);
+/// The backend's convolution kernel of input [N, C, H, W] with weight [O, C/groups, kh, kw],
+/// plus bias [O] when it is defined.
+Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+                   std::int64_t groups);
 /// Its adjoint in the input: the gradient of `input` (of `input_sizes`) given the output's.
 Tensor convolution_backward_input(const Tensor& grad_output, const Tensor& weight, IntArrayRef input_sizes,
                                   const Im2ColGeometry& g, std::int64_t groups);

@@ -102,7 +102,8 @@ TEST_F(OneDnnRoute, TheExamplesConvolutionRunsOnOneDnnWithoutFallingBack) {
   const backends::OneDnnStats before = backends::onednn_stats();
   manual_seed(5);
   const Tensor x = randn({8, 32, 14, 14}).as_leaf(true), w = randn({64, 32, 3, 3}).as_leaf(true);
-  conv2d(x, w, {}, {1, 1}, {1, 1}).sum().backward();
+  const Tensor b = randn({64}).as_leaf(true);  // nn::Conv2d's default: the bias is added in the forward primitive
+  conv2d(x, w, b, {1, 1}, {1, 1}).sum().backward();
   EXPECT_GE(backends::onednn_stats().primitives_created, before.primitives_created + 3);  // three passes
   EXPECT_EQ(backends::onednn_stats().fallbacks, before.fallbacks);
 }

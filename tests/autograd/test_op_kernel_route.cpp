@@ -86,7 +86,7 @@ TEST(OpKernelRoute, Conv2dGivesTheSameValuesAndGradients) {
   const TensorList in{randn({2, 4, 7, 6}, kFloat64), randn({6, 2, 3, 2}, kFloat64), randn({6}, kFloat64)};
   expect_same_on_both_routes(
       [](const TensorList& x) { return conv2d(x[0], x[1], x[2], {2, 1}, {1, 1}, {1, 2}, 2); }, in,
-      "");  // on both routes the bias add comes last
+      "ConvolutionBackward0");  // the bias inside the node, as in PyTorch
   expect_same_on_both_routes([](const TensorList& x) { return conv2d(x[0], x[1], {}, {1, 1}, {0, 1}); },
                              {in[0], randn({3, 4, 3, 3}, kFloat64)}, "ConvolutionBackward0");
 }
