@@ -5,7 +5,8 @@
 // its gradient plane, so both stay in L1/L2 and dy is read once. A GEMM formulation has a
 // reduction of N·oh·ow (100,352 here) against 9 columns, which no blocking makes efficient:
 // oneDNN's direct kernel needs 8 channels to fill a vector and ran this layer (1 -> 32, 28x28,
-// batch 128) at 7 GFLOP/s, 7.3 ms plus 2.1 ms of reorders; this kernel takes ~2 ms. Each
+// batch 128) at 7 GFLOP/s, 7.3 ms plus 2.1 ms of reorders; this kernel took ~2.7 ms in the
+// CNN step with its taps' accumulators in memory, ~1.4 ms with 3x3's nine in registers. Each
 // image's partial sums (a row of ow products per tap, in float lanes) are added into double
 // accumulators, so the 100,352-term sums keep Float32's accuracy bar (Note [How Kiln sums]).
 // Read next: core/onednn/conv.cpp (which routes thin inputs here).
@@ -38,6 +39,28 @@ void pad_plane(const float* plane, std::int64_t height, std::int64_t width, std:
   for (std::int64_t y = 0; y < height; ++y) {
     std::copy(plane + y * width, plane + (y + 1) * width, out + (y + pad_top) * padded_width + pad_left);
   }
+}
+
+/// One input plane's taps at unit stride, for a kernel of KH x KW known at compile time:
+/// tap (i, j) += dy[y, x..x+8) * in[y·sh + i·dh, x + j·dw..+8) over every row and chunk. The
+/// KH·KW accumulators stay in registers and each chunk of dy is loaded once for all taps;
+/// each tap still adds its products in row, then chunk order, as the general loop does.
+template <int KH, int KW>
+void accumulate_taps(const float* dy, std::int64_t dy_width, std::int64_t out_h, const float* plane,
+                     std::int64_t in_width, std::int64_t stride_h, std::int64_t dilation_h, std::int64_t dilation_w,
+                     Lanes* taps) {
+  Lanes acc[KH * KW] = {};
+  for (std::int64_t y = 0; y < out_h; ++y) {
+    const float* dy_row = dy + y * dy_width;
+    const float* in_row = plane + y * stride_h * in_width;
+    for (std::int64_t xc = 0; xc < dy_width; xc += kLanes) {
+      const Lanes d = load(dy_row + xc);
+      for (int i = 0; i < KH; ++i) {
+        for (int j = 0; j < KW; ++j) acc[i * KW + j] += d * load(in_row + i * dilation_h * in_width + j * dilation_w + xc);
+      }
+    }
+  }
+  for (int t = 0; t < KH * KW; ++t) taps[t] += acc[t];
 }
 
 }  // namespace
@@ -84,6 +107,11 @@ void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_o
         std::fill(lanes.begin(), lanes.end(), Lanes{});
         for (std::int64_t c = 0; c < C; ++c) {
           const float* plane = padded_input.data() + c * in_height * in_width;
+          if (unit_stride && KH == 3 && KW == 3) {
+            accumulate_taps<3, 3>(padded_dy.data(), dy_width, OH, plane, in_width, g.stride_h, g.dilation_h,
+                                  g.dilation_w, lanes.data() + c * KH * KW);
+            continue;
+          }
           for (std::int64_t y = 0; y < OH; ++y) {
             const float* dy_row = padded_dy.data() + y * dy_width;
             for (std::int64_t i = 0; i < KH; ++i) {
