@@ -5,6 +5,7 @@
 // Read next: autograd/functions/conv.cpp (MaxPool2dFn).
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/cpu/cpu_kernels.h"
@@ -76,6 +77,10 @@ void pool_plane(const T* plane, T* values, std::int64_t* indices, const PoolPlan
   }
 }
 
+/// A position within one plane, as the separable path tracks it (planes of fewer than 2^31
+/// elements take it; the others the window-at-a-time path).
+using PlaneIndex = std::int32_t;
+
 /// The geometry the separable path reads.
 struct SeparablePlan {
   std::int64_t height, width, out_h, out_w, kernel_h, kernel_w, stride_h, dilation_h, dilation_w;
@@ -91,19 +96,21 @@ struct SeparablePlan {
 ///   vertical: for every output, the maximum over its window's rows of those row maxima.
 /// Going row by row and keeping the first strict maximum gives PyTorch's tie order (the
 /// first maximum in row-major order within the window), and the first NaN still wins.
+/// Positions are 32-bit inside the plane, the width of a float lane, so each select of a value
+/// and its position is one vector operation; they widen to Int64 as they are stored.
 template <int SW, class T>
 void pool_plane_separable(const T* plane, T* values, std::int64_t* indices, const SeparablePlan& p,
-                          OpMath<T>* row_max, std::int64_t* row_at, OpMath<T>* best) {
+                          OpMath<T>* row_max, PlaneIndex* row_at, OpMath<T>* best, PlaneIndex* best_at) {
   using M = OpMath<T>;
-  const std::int64_t row_outputs = p.height * p.out_w;
-  for (std::int64_t q = 0; q < row_outputs; ++q) {
+  const PlaneIndex row_outputs = static_cast<PlaneIndex>(p.height * p.out_w);
+  for (PlaneIndex q = 0; q < row_outputs; ++q) {
     row_max[q] = static_cast<M>(plane[q * SW]);
     row_at[q] = q * SW;
   }
   for (std::int64_t kj = 1; kj < p.kernel_w; ++kj) {
-    const std::int64_t offset = kj * p.dilation_w;
-    for (std::int64_t q = 0; q < row_outputs; ++q) {
-      const std::int64_t i = q * SW + offset;
+    const PlaneIndex offset = static_cast<PlaneIndex>(kj * p.dilation_w);
+    for (PlaneIndex q = 0; q < row_outputs; ++q) {
+      const PlaneIndex i = q * SW + offset;
       const M val = static_cast<M>(plane[i]);
       const M cur = row_max[q];
       const bool take = !(val <= cur) & (cur == cur);  // the rule in pool_plane
@@ -114,7 +121,7 @@ void pool_plane_separable(const T* plane, T* values, std::int64_t* indices, cons
   const std::int64_t OW = p.out_w;
   for (std::int64_t oy = 0; oy < p.out_h; ++oy) {
     M* out = best + oy * OW;
-    std::int64_t* at = indices + oy * OW;
+    PlaneIndex* at = best_at + oy * OW;
     const std::int64_t first_row = oy * p.stride_h;
     for (std::int64_t ox = 0; ox < OW; ++ox) {
       out[ox] = row_max[first_row * OW + ox];
@@ -122,7 +129,7 @@ void pool_plane_separable(const T* plane, T* values, std::int64_t* indices, cons
     }
     for (std::int64_t ki = 1; ki < p.kernel_h; ++ki) {
       const M* vals = row_max + (first_row + ki * p.dilation_h) * OW;
-      const std::int64_t* from = row_at + (first_row + ki * p.dilation_h) * OW;
+      const PlaneIndex* from = row_at + (first_row + ki * p.dilation_h) * OW;
       for (std::int64_t ox = 0; ox < OW; ++ox) {
         const M cur = out[ox];
         const bool take = !(vals[ox] <= cur) & (cur == cur);
@@ -131,7 +138,10 @@ void pool_plane_separable(const T* plane, T* values, std::int64_t* indices, cons
       }
     }
   }
-  for (std::int64_t o = 0; o < p.out_h * OW; ++o) values[o] = static_cast<T>(best[o]);
+  for (std::int64_t o = 0; o < p.out_h * OW; ++o) {
+    values[o] = static_cast<T>(best[o]);
+    indices[o] = best_at[o];
+  }
 }
 
 template <class T>
@@ -162,16 +172,17 @@ void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor
     const bool full_windows = std::all_of(plan.rows.begin(), plan.rows.end(), [&](const Span& s) { return whole(s, g.kernel_h); }) &&
                               std::all_of(plan.cols.begin(), plan.cols.end(), [&](const Span& s) { return whole(s, g.kernel_w); });
     const std::int64_t sw = g.stride_w;
-    if (full_windows && plane_out > 0 && (sw == 1 || sw == 2) && g.width == g.out_w * sw) {
+    if (full_windows && plane_out > 0 && (sw == 1 || sw == 2) && g.width == g.out_w * sw &&
+        plane_in <= std::numeric_limits<PlaneIndex>::max()) {
       const SeparablePlan sp{g.height,   g.width,    g.out_h,      g.out_w,     g.kernel_h,
                              g.kernel_w, g.stride_h, g.dilation_h, g.dilation_w};
       const auto separable = sw == 2 ? &pool_plane_separable<2, T> : &pool_plane_separable<1, T>;
       parallel_for(0, planes, grain, [&](std::int64_t b, std::int64_t e) {
         std::vector<OpMath<T>> row_max(static_cast<std::size_t>(g.height * g.out_w)), best(static_cast<std::size_t>(plane_out));
-        std::vector<std::int64_t> row_at(row_max.size());
+        std::vector<PlaneIndex> row_at(row_max.size()), best_at(best.size());
         for (std::int64_t p = b; p < e; ++p) {
           separable(x + p * plane_in, v + p * plane_out, idx + p * plane_out, sp, row_max.data(), row_at.data(),
-                    best.data());
+                    best.data(), best_at.data());
         }
       });
       return;
