@@ -37,12 +37,17 @@ void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_o
                                   const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                    const Im2ColGeometry& g, std::int64_t groups);
-/// At most this many taps per output channel (C/groups · kh · kw) make a convolution's input
-/// "thin" (a first layer), whose weight gradient the direct kernel below computes faster than
-/// a GEMM or oneDNN (core/cpu/conv_thin.cpp).
+/// At most this many taps per output channel (C/groups · kh · kw) make a convolution "thin" (a
+/// first layer): so little arithmetic per output that writing the output bounds it, and its
+/// forward and weight gradient are faster as Kiln's direct kernels than as a GEMM or oneDNN
+/// (core/cpu/conv_thin.cpp).
 inline constexpr std::int64_t kThinConvolutionTaps = 32;
-bool conv2d_weight_gradient_is_thin(const Tensor& input, const Tensor& grad_weight, std::int64_t groups);
-/// The weight gradient of a thin Float32 convolution with groups = 1 (contiguous tensors).
+/// Whether a Float32 convolution with groups = 1 of `input` by `weight` is thin.
+bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t groups);
+/// The forward of a thin convolution, bias (optional) included (contiguous tensors).
+void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         const Im2ColGeometry& g);
+/// The weight gradient of a thin convolution (contiguous tensors).
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                  const Im2ColGeometry& g);
 void batch_norm_forward_kernel(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,

@@ -2,7 +2,9 @@
 // (ConvKernels in core/kernels.h), with stride, padding, dilation and groups. Each pass is a
 // cached primitive whose arguments are reordered in and out of the layout it prefers (Note
 // [Layouts at op boundaries]); Float32, and BFloat16 with Float32 accumulation where the CPU
-// has it. What oneDNN does not serve goes to the CPU's unfold + GEMM kernels (core/cpu/conv.cpp).
+// has it. What oneDNN does not serve goes to the CPU's unfold + GEMM kernels (core/cpu/conv.cpp);
+// a thin convolution's forward and weight gradient (a first layer) to Kiln's direct kernels
+// (core/cpu/conv_thin.cpp).
 //   oneDNN's padding is per side: the right side is whatever makes PyTorch's output size,
 //   (out - 1)·stride + (k - 1)·dilation + 1 - in - pad, which may be smaller than the left.
 // Read next: core/onednn/register.cpp.
@@ -127,6 +129,7 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
 
 void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const Im2ColGeometry& g, std::int64_t groups) {
+  if (cpu::conv2d_is_thin(input, weight, groups)) return cpu::thin_conv2d_forward(out, input, weight, bias, g);
   const Pass pass = bias.defined() ? Pass::ForwardWithBias : Pass::Forward;
   const auto p = prepared(pass, input.dtype(), input.sizes(), weight.sizes(), g, groups);
   if (!p) return cpu::conv2d_forward_kernel(out, input, weight, bias, g, groups);
@@ -149,7 +152,7 @@ void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_o
 
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                    const Im2ColGeometry& g, std::int64_t groups) {
-  if (cpu::conv2d_weight_gradient_is_thin(input, grad_weight, groups)) {
+  if (cpu::conv2d_is_thin(input, grad_weight, groups)) {
     return cpu::thin_conv2d_weight_gradient(grad_weight, grad_output, input, g);
   }
   const auto p = prepared(Pass::BackwardWeights, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups);

@@ -75,6 +75,8 @@ TEST_F(OneDnnRoute, ConvolutionsOfEveryGeometryMatchTheEigenRoute) {
       {"one input channel (a thin input: Kiln's direct weight gradient)", {4, 1, 12, 12}, {8, 1, 3, 3}, {1, 1}, {1, 1},
        {1, 1}, 1, true},
       {"three channels, stride 2, dilation 2 (thin)", {2, 3, 13, 11}, {4, 3, 3, 3}, {2, 2}, {2, 1}, {2, 2}, 1, true},
+      {"thin 3x3, 11 outputs: a block of 8 and 3 more, rows of 10 in chunks of 8", {2, 2, 9, 10}, {11, 2, 3, 3},
+       {1, 1}, {1, 1}, {1, 1}, 1, true},
       {"stride 2, odd size: the right padding is smaller", {2, 3, 9, 7}, {4, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, false},
       {"stride 2 leaves the last row and column unread (thin)", {2, 1, 28, 28}, {4, 1, 3, 3}, {2, 2}, {0, 0},
        {1, 1}, 1, true},

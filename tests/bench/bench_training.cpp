@@ -163,6 +163,18 @@ void BM_MaxPool2dConv1Activation(benchmark::State& state) {
 }
 BENCHMARK(BM_MaxPool2dConv1Activation)->UseRealTime();
 
+// The CNN's conv1 forward (1 -> 32 channels, bias included), whose output is that activation:
+// a thin convolution, bound by writing its output (core/cpu/conv_thin.cpp).
+void BM_ThinConv2dForwardConv1(benchmark::State& state) {
+  manual_seed(0);
+  nn::Conv2d conv(1, 32, 3, nn::Conv2dOptions{.padding = {1, 1}});
+  const Tensor x = rand({128, 1, 28, 28});
+  NoGradGuard no_grad;
+  for (auto _ : state) benchmark::DoNotOptimize(conv.forward(x));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 128 * 32 * 28 * 28 * 4));
+}
+BENCHMARK(BM_ThinConv2dForwardConv1)->UseRealTime();
+
 // The pool's backward over the same activation: Kiln's kernel (one pass per plane), beside
 // the zeros + scatter_add it replaced. Bytes are the input-sized gradient written.
 void BM_MaxPool2dBackwardConv1Activation(benchmark::State& state) {
