@@ -63,25 +63,18 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, DType dt
   return {desc, attributes(), engine()};
 }
 
-Prepared build_forward(const ConvDims& d, DType dtype) {
-  const auto pd = forward_pd(d, dtype);
-  return Prepared(dnnl::convolution_forward(pd), pd,
-                  {{DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
-                   {DNNL_ARG_WEIGHTS, contiguous_desc(d.weights, dtype), pd.weights_desc()},
-                   {DNNL_ARG_DST, contiguous_desc(d.dst, dtype), pd.dst_desc(), /*is_output=*/true}});
-}
-
-Prepared build_forward_with_bias(const ConvDims& d, DType dtype) {
-  const dnnl::memory::desc bias = contiguous_desc({d.dst[1]}, dtype);
+/// The forward primitive, with a bias when `with_bias` (a zero descriptor is oneDNN's "no bias").
+Prepared build_forward(const ConvDims& d, DType dtype, bool with_bias) {
+  const dnnl::memory::desc bias = with_bias ? contiguous_desc({d.dst[1]}, dtype) : dnnl::memory::desc();
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                              any_desc(d.src, dtype), any_desc(d.weights, dtype), bias,
                                              any_desc(d.dst, dtype), d.strides, d.dilates, d.pad_left, d.pad_right);
   const dnnl::convolution_forward::primitive_desc pd(desc, attributes(), engine());
-  return Prepared(dnnl::convolution_forward(pd), pd,
-                  {{DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
-                   {DNNL_ARG_WEIGHTS, contiguous_desc(d.weights, dtype), pd.weights_desc()},
-                   {DNNL_ARG_BIAS, bias, pd.bias_desc()},
-                   {DNNL_ARG_DST, contiguous_desc(d.dst, dtype), pd.dst_desc(), /*is_output=*/true}});
+  std::vector<Argument> arguments{{DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
+                                  {DNNL_ARG_WEIGHTS, contiguous_desc(d.weights, dtype), pd.weights_desc()}};
+  if (with_bias) arguments.push_back({DNNL_ARG_BIAS, bias, pd.bias_desc()});
+  arguments.push_back({DNNL_ARG_DST, contiguous_desc(d.dst, dtype), pd.dst_desc(), /*is_output=*/true});
+  return Prepared(dnnl::convolution_forward(pd), pd, std::move(arguments));
 }
 
 Prepared build_backward_data(const ConvDims& d, DType dtype) {
@@ -114,8 +107,8 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
   const ConvDims d = conv_dims(input, weight, g, groups);
   auto entry = cached(conv_key(pass, dtype, input, weight, g, groups), [&] {
     switch (pass) {
-      case Pass::Forward: return build_forward(d, dtype);
-      case Pass::ForwardWithBias: return build_forward_with_bias(d, dtype);
+      case Pass::Forward: return build_forward(d, dtype, /*with_bias=*/false);
+      case Pass::ForwardWithBias: return build_forward(d, dtype, /*with_bias=*/true);
       case Pass::BackwardData: return build_backward_data(d, dtype);
       case Pass::BackwardWeights: break;
     }
