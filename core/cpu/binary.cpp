@@ -24,9 +24,7 @@ void binary_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
       cpu_map<bool, T, T>(
           [](T x, T y) { return F{}(static_cast<M>(x), static_cast<M>(y)); }, out, {&a, &b});
     } else {
-      cpu_map<T, T, T>(
-          [](T x, T y) { return static_cast<T>(F{}(static_cast<M>(x), static_cast<M>(y))); },
-          out, {&a, &b});
+      cpu_map<T, T, T>([](T x, T y) { return from_op_math<T>(F{}(to_op_math(x), to_op_math(y))); }, out, {&a, &b});
     }
   });
 }

@@ -118,7 +118,7 @@ void sum_rows_into(const T* p, std::int64_t rows, std::int64_t stride, std::int6
     B block[Width] = {};
     for (std::int64_t r = r0; r < r1; ++r) {
       const T* row = p + r * stride;
-      for (std::int64_t j = 0; j < w; ++j) block[j] += static_cast<B>(row[j]);
+      for (std::int64_t j = 0; j < w; ++j) block[j] += to_op_math(row[j]);
     }
     cascade.add_block(block, w);
   }
@@ -147,13 +147,13 @@ WideSum sum_contiguous(const T* p, std::int64_t n) {
     using B = BlockSum<T>;
     B block[L] = {};
     for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t j = 0; j < L; ++j) block[j] += static_cast<B>(p[r * L + j]);
+      for (std::int64_t j = 0; j < L; ++j) block[j] += to_op_math(p[r * L + j]);
     }
     for (std::int64_t j = 0; j < L; ++j) lanes[static_cast<std::size_t>(j)] = static_cast<WideSum>(block[j]);
   } else {
     detail::sum_rows_into<true, false, L>(p, rows, L, L, lanes.data());
   }
-  for (std::int64_t i = rows * L; i < n; ++i) lanes[static_cast<std::size_t>(i - rows * L)] += static_cast<WideSum>(static_cast<BlockSum<T>>(p[i]));
+  for (std::int64_t i = rows * L; i < n; ++i) lanes[static_cast<std::size_t>(i - rows * L)] += static_cast<WideSum>(to_op_math(p[i]));
   // The lanes pairwise: log2(L) levels of one addition each.
   for (std::int64_t half = L / 2; half > 0; half /= 2) {
     for (std::int64_t j = 0; j < half; ++j) lanes[static_cast<std::size_t>(j)] += lanes[static_cast<std::size_t>(j + half)];

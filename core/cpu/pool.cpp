@@ -62,7 +62,7 @@ void pool_plane(const T* plane, T* values, std::int64_t* indices, const PoolPlan
         const std::int64_t row_start = (r.start + ki * p.dilation_h) * W + c.start;
         for (std::int64_t kj = col_lo; kj < col_hi; ++kj) {
           const std::int64_t i = row_start + kj * p.dilation_w;
-          const M val = static_cast<M>(plane[i]);
+          const M val = to_op_math(plane[i]);
           // PyTorch's rule: strictly greater keeps the first maximum, and the first NaN wins
           // for good. `!(val <= best)` is "greater, or val is NaN"; `best == best` is "best
           // is not NaN".
@@ -104,14 +104,14 @@ void pool_plane_separable(const T* plane, T* values, std::int64_t* indices, cons
   using M = OpMath<T>;
   const PlaneIndex row_outputs = static_cast<PlaneIndex>(p.height * p.out_w);
   for (PlaneIndex q = 0; q < row_outputs; ++q) {
-    row_max[q] = static_cast<M>(plane[q * SW]);
+    row_max[q] = to_op_math(plane[q * SW]);
     row_at[q] = q * SW;
   }
   for (std::int64_t kj = 1; kj < p.kernel_w; ++kj) {
     const PlaneIndex offset = static_cast<PlaneIndex>(kj * p.dilation_w);
     for (PlaneIndex q = 0; q < row_outputs; ++q) {
       const PlaneIndex i = q * SW + offset;
-      const M val = static_cast<M>(plane[i]);
+      const M val = to_op_math(plane[i]);
       const M cur = row_max[q];
       const bool take = !(val <= cur) & (cur == cur);  // the rule in pool_plane
       row_max[q] = select(take, val, cur);
@@ -139,7 +139,7 @@ void pool_plane_separable(const T* plane, T* values, std::int64_t* indices, cons
     }
   }
   for (std::int64_t o = 0; o < p.out_h * OW; ++o) {
-    values[o] = static_cast<T>(best[o]);
+    values[o] = from_op_math<T>(best[o]);
     indices[o] = best_at[o];
   }
 }
@@ -200,7 +200,6 @@ void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor
 // fill, scatter_add's copy of it, and the index range check's min and max).
 void max_pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices) {
   dispatch_dtype<FloatingTypes>(grad_input.dtype(), "max_pool2d_backward_cpu", [&]<typename T>() {
-    using M = OpMath<T>;
     const std::int64_t planes = grad_input.sizes()[0] * grad_input.sizes()[1];
     const std::int64_t plane_in = grad_input.sizes()[2] * grad_input.sizes()[3];
     const std::int64_t plane_out = grad_output.sizes()[2] * grad_output.sizes()[3];
@@ -217,7 +216,7 @@ void max_pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_out
         for (std::int64_t o = 0; o < plane_out; ++o) {
           const std::int64_t at = winner[o];
           KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
-          plane[at] = static_cast<T>(static_cast<M>(plane[at]) + static_cast<M>(g[o]));
+          plane[at] = from_op_math<T>(to_op_math(plane[at]) + to_op_math(g[o]));
         }
       }
     });

@@ -49,8 +49,7 @@ void unary_kernel(const Tensor& out, const Tensor& in) {
         return;
       }
     }
-    using M = OpMath<T>;
-    cpu_map<T, T>([](T a) { return static_cast<T>(F{}(static_cast<M>(a))); }, out, {&in});
+    cpu_map<T, T>([](T a) { return from_op_math<T>(F{}(to_op_math(a))); }, out, {&in});
   });
 }
 
