@@ -188,15 +188,22 @@ TEST(MemoryPlan, EvalUnderNoGradSavesNothingForBackward) {
 TEST(MemoryPlan, AutocastKeepsLowPrecisionActivations) {
   examples::Cnn model;
   const memory::TensorSpec input{{64, 1, 28, 28}};
-  const auto activations = [](const memory::MemoryPlan& p) {
-    return p.peak_bytes[static_cast<std::size_t>(memory::Category::Activations)];
-  };
   const memory::MemoryPlan fp32 = memory::plan(model, input, {{64}, kInt64}, adam());
   const memory::MemoryPlan bf16 = memory::plan(model, input, {{64}, kInt64}, adam(), {.mixed_precision = true});
-  EXPECT_LT(activations(bf16), activations(fp32));
-  bool saw_bfloat16 = false;
-  for (const memory::PlannedBlock& b : bf16.top_activations) saw_bfloat16 |= b.described && b.dtype == kBFloat16;
-  EXPECT_TRUE(saw_bfloat16);
+  // The first relu's output, kept for its backward until late in the backward pass, so it is
+  // alive at either plan's peak, wherever the peak falls (that depends on the kernels this
+  // CPU has: with native BFloat16 the peak comes earlier, while more is still kept).
+  const auto first_relu = [](const memory::MemoryPlan& p) -> const memory::PlannedBlock* {
+    for (const memory::PlannedBlock& b : p.top_activations) {
+      if (b.described && b.op == "relu" && b.sizes == std::vector<std::int64_t>{64, 32, 28, 28}) return &b;
+    }
+    return nullptr;
+  };
+  ASSERT_NE(first_relu(fp32), nullptr) << fp32.summary();
+  ASSERT_NE(first_relu(bf16), nullptr) << bf16.summary();
+  EXPECT_EQ(first_relu(fp32)->dtype, kFloat32);
+  EXPECT_EQ(first_relu(bf16)->dtype, kBFloat16);
+  EXPECT_EQ(2 * first_relu(bf16)->requested, first_relu(fp32)->requested);
 }
 
 TEST(MemoryPlan, ReplaysTheCudaCachingAllocatorWithoutAGpu) {
@@ -249,6 +256,9 @@ TEST(MemoryPlan, MaxBatchStopsAtTheLimit) {
 
 TEST(MemoryPlan, AStepFunctionMarksItsOwnPhases) {
   Tensor loss;
+  // On the reference route: a oneDNN matrix product may ask for scratch memory of its own on
+  // some CPUs (AVX-512's brgemm kernels do), and what is counted here is the step's tensors.
+  const backends::OpKernelsGuard reference_route(DeviceType::CPU, false);
   const memory::MemoryPlan plan = memory::plan([&](memory::PhaseMarker& marker) {
     marker.enter(memory::Phase::Parameters, 0);
     const Tensor w = randn({256, 256}, TensorOptions().device(kMeta).requires_grad(true));
