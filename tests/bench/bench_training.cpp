@@ -56,20 +56,28 @@ class StepCounters {
   CpuAllocatorStats cache_;
 };
 
-/// One SGD step of `model` on (x, y), `warmup` times before the timed loop builds what
-/// the step needs.
-// route:1 runs the build's defaults (what train_cnn and train_mlp run: oneDNN for convolution
-// and matrix products, Kiln's kernels for pooling); route:0 turns every library route off.
+/// SGD steps of `model` on (x, y), one untimed first so that the timed loop finds what the step
+/// needs already built. route:1 runs the build's defaults (what train_cnn and train_mlp run:
+/// oneDNN for convolution and matrix products, Kiln's kernels for pooling); route:0 turns every
+/// library route off. With `mixed_precision` the step is amp_train's on the CPU: the forward
+/// under autocast (BFloat16) and the backward through a GradScaler.
 template <class Model>
-void train_steps(benchmark::State& state, Model& model, const Tensor& x, const Tensor& y, double flops) {
+void train_steps(benchmark::State& state, Model& model, const Tensor& x, const Tensor& y, double flops,
+                 bool mixed_precision = false) {
   std::optional<backends::OpKernelsGuard> eigen_route;
   if (state.range(0) == 0) eigen_route.emplace(DeviceType::CPU, false);
   optim::SGD sgd(model.parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  amp::GradScaler scaler({.enabled = mixed_precision});
   auto step = [&] {
     sgd.zero_grad();
-    Tensor loss = nn::functional::cross_entropy(model.forward(x), y);
-    loss.backward();
-    sgd.step();
+    Tensor loss;
+    {
+      amp::autocast region(DeviceType::CPU, mixed_precision);
+      loss = nn::functional::cross_entropy(model.forward(x), y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(sgd);
+    scaler.update();
   };
   step();
   const StepCounters counters;
@@ -84,6 +92,16 @@ void BM_CnnStep(benchmark::State& state) {
   train_steps(state, cnn, rand({128, 1, 28, 28}), randint(0, 10, {128}), bench::cnn_step_flops(128));
 }
 BENCHMARK(BM_CnnStep)->ArgName("route")->Arg(1)->Arg(0)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The CNN step under CPU autocast to BFloat16 (amp_train's step), on the build's defaults.
+// x_floor is still against the Float32 peak: below 1 only BFloat16 kernels can take it.
+void BM_CnnStepAutocastBFloat16(benchmark::State& state) {
+  manual_seed(0);
+  examples::Cnn cnn;
+  state.counters["native_bf16"] = backends::onednn_has_bf16() ? 1 : 0;
+  train_steps(state, cnn, rand({128, 1, 28, 28}), randint(0, 10, {128}), bench::cnn_step_flops(128), true);
+}
+BENCHMARK(BM_CnnStepAutocastBFloat16)->ArgName("route")->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_MlpStep(benchmark::State& state) {
   manual_seed(0);
