@@ -138,7 +138,11 @@ void pool_plane_separable(const T* plane, T* values, std::int64_t* indices, cons
       }
     }
   }
-  for (std::int64_t o = 0; o < p.out_h * OW; ++o) {
+  // A local bound: p's Int64 fields could alias `indices`, and with p.out_h in the condition
+  // the compiler re-read it after every store and left this loop scalar (a quarter of the
+  // function's time in the CNN step).
+  const std::int64_t outputs = p.out_h * OW;
+  for (std::int64_t o = 0; o < outputs; ++o) {
     values[o] = from_op_math<T>(best[o]);
     indices[o] = best_at[o];
   }
