@@ -10,6 +10,9 @@
 // CNN step with its taps' accumulators in memory, ~1.4 ms with 3x3's nine in registers. Each
 // image's partial sums (a row of ow products per tap, in float lanes) are added into double
 // accumulators, so the 100,352-term sums keep Float32's accuracy bar (Note [How Kiln sums]).
+// BFloat16 (a first layer under CPU autocast) runs the same float kernels: its planes are
+// widened as they are padded, and each result is rounded once as it is stored. oneDNN's
+// BFloat16 kernel for conv1 wrote a blocked output and took a reorder each way, as in Float32.
 // Read next: core/onednn/conv.cpp (which routes thin inputs here).
 #include <algorithm>
 #include <cstring>
@@ -17,6 +20,8 @@
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
+#include "core/dispatch.h"
+#include "core/half.h"
 
 namespace kiln::cpu {
 
@@ -32,14 +37,33 @@ Lanes load(const float* p) {
   return v;
 }
 
+/// Values of T as the float the kernels compute in.
+template <class T>
+void widen(const T* from, std::int64_t n, float* to) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy(from, from + n, to);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) to[i] = to_op_math(from[i]);
+  }
+}
+
+/// Float results stored as T, rounded once.
+template <class T>
+void narrow(const float* from, std::int64_t n, T* to) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy(from, from + n, to);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) to[i] = from_op_math<T>(from[i]);
+  }
+}
+
 /// A plane copied into a zero-filled buffer `pad_top`/`pad_left` in from its top-left corner,
 /// so window taps off the image read zeros instead of needing bounds checks.
-void pad_plane(const float* plane, std::int64_t height, std::int64_t width, std::int64_t pad_top, std::int64_t pad_left,
+template <class T>
+void pad_plane(const T* plane, std::int64_t height, std::int64_t width, std::int64_t pad_top, std::int64_t pad_left,
                std::int64_t padded_width, float* out, std::int64_t padded_height) {
   std::fill(out, out + padded_height * padded_width, 0.0f);
-  for (std::int64_t y = 0; y < height; ++y) {
-    std::copy(plane + y * width, plane + (y + 1) * width, out + (y + pad_top) * padded_width + pad_left);
-  }
+  for (std::int64_t y = 0; y < height; ++y) widen(plane + y * width, width, out + (y + pad_top) * padded_width + pad_left);
 }
 
 /// One input plane's taps at unit stride, for a kernel of KH x KW known at compile time:
@@ -79,7 +103,8 @@ struct PaddedImage {
     in_width = std::max((row_width - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1, g.width + g.pad_w);
   }
   /// Copies the C planes of one image into `buffer` (C · in_height · in_width floats).
-  void pad_image(const float* image, std::int64_t channels, const Im2ColGeometry& g, float* buffer) const {
+  template <class T>
+  void pad_image(const T* image, std::int64_t channels, const Im2ColGeometry& g, float* buffer) const {
     for (std::int64_t c = 0; c < channels; ++c) {
       pad_plane(image + c * g.height * g.width, g.height, g.width, g.pad_h, g.pad_w, in_width,
                 buffer + c * in_height * in_width, in_height);
@@ -113,25 +138,18 @@ void forward_rows(const float* image, std::int64_t channels, const PaddedImage& 
   }
 }
 
-}  // namespace
-
-bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t groups) {
-  const std::int64_t taps_per_output = weight.numel() / weight.sizes()[0];  // C/groups · kh · kw
-  return groups == 1 && input.dtype() == DType::Float32 && taps_per_output <= kThinConvolutionTaps;
-}
-
 // For stride 1, x runs along lanes: each output row is cut into chunks of kLanes columns
 // (the gradient plane padded with zeros to a whole number of chunks), and tap (i, j) of input
 // channel c adds dy[y, x..x+8) * x_padded[c, y + i·dh, x + j·dw..+8) into its own lane
 // accumulator. Other strides walk the columns one by one.
-void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
-                                 const Im2ColGeometry& g) {
-  if (grad_weight.is_meta()) return;  // a planned step: no scratch beyond std::vectors
+template <class T>
+void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                          const Im2ColGeometry& g) {
   const std::int64_t N = input.sizes()[0], C = input.sizes()[1], O = grad_weight.sizes()[0];
   const std::int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w, KH = g.kernel_h, KW = g.kernel_w;
-  const float* x = input.data_ptr<float>();
-  const float* dy = grad_output.data_ptr<float>();
-  float* dw = grad_weight.data_ptr<float>();
+  const T* x = input.data_ptr<T>();
+  const T* dy = grad_output.data_ptr<T>();
+  T* dw = grad_weight.data_ptr<T>();
   const std::int64_t taps = C * KH * KW;
   const bool unit_stride = g.stride_w == 1;
   const PaddedImage padded(g);
@@ -179,7 +197,9 @@ void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_o
       }
     }
     for (std::int64_t o = o_begin; o < o_end; ++o) {
-      for (std::int64_t t = 0; t < taps; ++t) dw[o * taps + t] = static_cast<float>(acc[static_cast<std::size_t>((o - o_begin) * taps + t)]);
+      for (std::int64_t t = 0; t < taps; ++t) {
+        dw[o * taps + t] = from_op_math<T>(static_cast<float>(acc[static_cast<std::size_t>((o - o_begin) * taps + t)]));
+      }
     }
   });
 }
@@ -189,15 +209,27 @@ void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_o
 // per chunk and 8 channels at a time; one output at a time otherwise) and written to the
 // output once, in NCHW, bias included. oneDNN's kernel for the CNN's conv1 writes a blocked
 // output that then takes a second pass to reorder to NCHW (1.3 ms + 2.2 ms per step).
-void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                         const Im2ColGeometry& g) {
-  if (out.is_meta()) return;
+template <class T>
+void thin_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                  const Im2ColGeometry& g) {
   const std::int64_t N = input.sizes()[0], C = input.sizes()[1], O = weight.sizes()[0];
   const std::int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w, KH = g.kernel_h, KW = g.kernel_w;
-  const float* x = input.data_ptr<float>();
-  const float* w = weight.data_ptr<float>();
-  const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
-  float* y = out.data_ptr<float>();
+  const T* x = input.data_ptr<T>();
+  T* y = out.data_ptr<T>();
+  // The weights and bias in float, which the kernels read (copies only for a half type).
+  std::vector<float> wide_weight, wide_bias;
+  const auto as_float = [](const Tensor& t, std::vector<float>& copy) -> const float* {
+    if (!t.defined()) return nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      return t.data_ptr<float>();
+    } else {
+      copy.resize(static_cast<std::size_t>(t.numel()));
+      widen(t.data_ptr<T>(), t.numel(), copy.data());
+      return copy.data();
+    }
+  };
+  const float* w = as_float(weight, wide_weight);
+  const float* b = as_float(bias, wide_bias);
   const PaddedImage padded(g);
   const bool unrolled = g.stride_w == 1 && KH == 3 && KW == 3;
   constexpr int kBlock = 8;  // output channels per pass of forward_rows
@@ -214,14 +246,14 @@ void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& w
           forward_rows<3, 3, kBlock>(image.data(), C, padded, oy, g, w + o * C * KH * KW, biases + o, rows.data());
           for (std::int64_t ob = 0; ob < kBlock; ++ob) {
             const float* row = rows.data() + ob * padded.row_width;
-            std::copy(row, row + OW, y + ((n * O + o + ob) * OH + oy) * OW);
+            narrow(row, OW, y + ((n * O + o + ob) * OH + oy) * OW);
           }
         }
       }
       for (; o < O; ++o) {
         const float* wo = w + o * C * KH * KW;
         const float bo = biases[o];
-        float* out_plane = y + (n * O + o) * OH * OW;
+        T* out_plane = y + (n * O + o) * OH * OW;
         for (std::int64_t oy = 0; oy < OH; ++oy) {
           if (unrolled) {
             forward_rows<3, 3, 1>(image.data(), C, padded, oy, g, wo, &bo, rows.data());
@@ -238,10 +270,36 @@ void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& w
               rows[static_cast<std::size_t>(ox)] = acc;
             }
           }
-          std::copy(rows.begin(), rows.begin() + OW, out_plane + oy * OW);
+          narrow(rows.data(), OW, out_plane + oy * OW);
         }
       }
     }
+  });
+}
+
+using ThinTypes = TypeList<float, Eigen::bfloat16>;
+
+}  // namespace
+
+bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t groups) {
+  const std::int64_t taps_per_output = weight.numel() / weight.sizes()[0];  // C/groups · kh · kw
+  const bool float_kernels = input.dtype() == DType::Float32 || input.dtype() == DType::BFloat16;
+  return groups == 1 && float_kernels && taps_per_output <= kThinConvolutionTaps;
+}
+
+void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                                 const Im2ColGeometry& g) {
+  if (grad_weight.is_meta()) return;  // a planned step: no scratch beyond std::vectors
+  dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_weight_gradient", [&]<typename T>() {
+    thin_weight_gradient<T>(grad_weight, grad_output, input, g);
+  });
+}
+
+void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         const Im2ColGeometry& g) {
+  if (out.is_meta()) return;
+  dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_forward", [&]<typename T>() {
+    thin_forward<T>(out, input, weight, bias, g);
   });
 }
 

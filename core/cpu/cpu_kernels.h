@@ -42,7 +42,7 @@ void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad
 /// forward and weight gradient are faster as Kiln's direct kernels than as a GEMM or oneDNN
 /// (core/cpu/conv_thin.cpp).
 inline constexpr std::int64_t kThinConvolutionTaps = 32;
-/// Whether a Float32 convolution with groups = 1 of `input` by `weight` is thin.
+/// Whether a Float32 or BFloat16 convolution with groups = 1 of `input` by `weight` is thin.
 bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t groups);
 /// The forward of a thin convolution, bias (optional) included (contiguous tensors).
 void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,

@@ -98,6 +98,28 @@ TEST_F(OneDnnRoute, ConvolutionsOfEveryGeometryMatchTheEigenRoute) {
   }
 }
 
+TEST_F(OneDnnRoute, ThinConvolutionsInBFloat16MatchTheEigenRoute) {
+  // A first layer under CPU autocast: Kiln's direct kernels in float, rounded once on store,
+  // on every CPU (they do not need oneDNN's BFloat16 instructions).
+  struct Geometry {
+    const char* name;
+    Shape input, weight;
+    Pair stride, padding, dilation;
+  };
+  const Geometry geometries[] = {
+      {"the CNN's conv1 (1 -> 32, 3x3, padding 1)", {3, 1, 28, 28}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}},
+      {"11 outputs, three channels, rows of 10", {2, 3, 9, 10}, {11, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}},
+      {"stride 2, dilation 2", {2, 3, 13, 11}, {4, 3, 3, 3}, {2, 2}, {2, 1}, {2, 2}},
+  };
+  for (const Geometry& g : geometries) {
+    SCOPED_TRACE(g.name);
+    manual_seed(2);
+    const TensorList inputs{randn(g.input), randn(g.weight) * 0.3, randn({g.weight[0]})};
+    expect_routes_agree([&](const TensorList& x) { return conv2d(x[0], x[1], x[2], g.stride, g.padding, g.dilation); },
+                        inputs, kBFloat16, 4e-2);
+  }
+}
+
 TEST_F(OneDnnRoute, TheExamplesConvolutionRunsOnOneDnnWithoutFallingBack) {
   // Other geometries may meet only a reference kernel on some CPU and fall back (still
   // correct, as above); the layer every example trains must not.
