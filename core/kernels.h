@@ -80,14 +80,9 @@ struct ConvKernels {
                                  const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups);
   using BackwardWeight = void (*)(const Tensor& grad_weight, const Tensor& grad_output,
                                   const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
-  /// Both gradients at once (optional; without it the two above run): a library that reads
-  /// grad_output in a layout of its own can then reorder it once for both.
-  using Backward = void (*)(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_output,
-                            const Tensor& input, const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups);
   Forward forward = nullptr;
   BackwardInput backward_input = nullptr;
   BackwardWeight backward_weight = nullptr;
-  Backward backward = nullptr;
 };
 // Training-mode batch normalisation: input [N, C, *] contiguous; weight, bias and the statistics [C] in the statistics dtype (input's,
 // or Float32 for Float16/BFloat16 inputs, as cuDNN wants); save_mean

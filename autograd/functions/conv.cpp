@@ -9,7 +9,6 @@
 #include "amp/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
-#include "autograd/grad_mode.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
 #include "core/creation.h"
@@ -166,16 +165,9 @@ struct ConvolutionBackwardWeightFn : Function<ConvolutionBackwardWeightFn> {
 
 TensorList ConvolutionFn::backward(Context<ConvolutionFn>& ctx, const TensorList& grads) {
   const TensorList s = ctx.get_saved_variables();  // x, w
-  const auto grad_bias = [&] { return ctx.needs_input_grad(2) ? grads[0].sum({0, 2, 3}) : Tensor(); };
-  if (ctx.needs_input_grad(0) && ctx.needs_input_grad(1) && !is_grad_enabled()) {
-    // No graph of the backward is recorded: both gradients in one call (the library reads
-    // the output's gradient once).
-    auto [grad_input, grad_weight] = ops::convolution_backward(grads[0], s[0], s[1], ctx.saved.geometry, ctx.saved.groups);
-    return {grad_input, grad_weight, grad_bias()};
-  }
   return {ctx.needs_input_grad(0) ? ConvolutionBackwardInputFn::apply(grads[0], s[1], ctx.saved) : Tensor(),
           ctx.needs_input_grad(1) ? ConvolutionBackwardWeightFn::apply(grads[0], s[0], ctx.saved) : Tensor(),
-          grad_bias()};
+          ctx.needs_input_grad(2) ? grads[0].sum({0, 2, 3}) : Tensor()};
 }
 
 TensorList ConvolutionBackwardInputFn::backward(Context<ConvolutionBackwardInputFn>& ctx, const TensorList& grads) {

@@ -11,7 +11,6 @@
 #include "core/cpu/cpu_kernels.h"
 #include "core/onednn/kernels.h"
 #include "core/onednn/runtime.h"
-#include "core/ops/allocate.h"
 #include "core/shape.h"
 
 namespace kiln::onednn {
@@ -101,10 +100,9 @@ Prepared build_backward_weights(const ConvDims& d, DType dtype) {
                     /*is_output=*/true}});
 }
 
-/// The pass's cached primitive, or null when oneDNN has none for this dtype or shape (counted
-/// as a fallback unless the caller only asks, `count_missing` false, and counts it itself).
+/// The pass's cached primitive, or null (counted) when oneDNN has none for this dtype or shape.
 std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef input, IntArrayRef weight,
-                                         const Im2ColGeometry& g, std::int64_t groups, bool count_missing = true) {
+                                         const Im2ColGeometry& g, std::int64_t groups) {
   if (!serves(dtype)) return nullptr;
   const ConvDims d = conv_dims(input, weight, g, groups);
   auto entry = cached(conv_key(pass, dtype, input, weight, g, groups), [&] {
@@ -116,7 +114,7 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
     }
     return build_backward_weights(d, dtype);
   });
-  if (!entry && count_missing) count_fallback();
+  if (!entry) count_fallback();
   return entry;
 }
 
@@ -154,36 +152,6 @@ void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad
   if (!p) return cpu::conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
   p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
           {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}});
-}
-
-// Both passes read grad_output, and on AVX-512 both want it in the same blocked layout
-// (nChw16c): reordered once here instead of once per pass, which saved 0.4 ms of a 21 ms
-// CNN step (the examples' conv2, [128, 64, 14, 14]).
-void conv2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_output,
-                            const Tensor& input, const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups) {
-  // Only asked here: where either is missing, the single kernels below run (and count it).
-  const bool library = !cpu::conv2d_is_thin(input, weight, groups);
-  const auto data = library ? prepared(Pass::BackwardData, input.dtype(), input.sizes(), weight.sizes(), g, groups,
-                                       /*count_missing=*/false)
-                            : nullptr;
-  const auto weights = data ? prepared(Pass::BackwardWeights, input.dtype(), input.sizes(), weight.sizes(), g, groups,
-                                       /*count_missing=*/false)
-                            : nullptr;
-  const bool share = data && weights && data->reorders(DNNL_ARG_DIFF_DST) && weights->reorders(DNNL_ARG_DIFF_DST) &&
-                     data->wanted(DNNL_ARG_DIFF_DST) == weights->wanted(DNNL_ARG_DIFF_DST);
-  if (!share) {
-    conv2d_backward_input_kernel(grad_input, grad_output, weight, g, groups);
-    conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
-    return;
-  }
-  const Tensor blocked = ops::empty_output({static_cast<std::int64_t>(data->wanted(DNNL_ARG_DIFF_DST).get_size())},
-                                           DType::UInt8, grad_output.device(), "onednn");
-  void* dy = address_of(blocked);
-  data->reorder_in(DNNL_ARG_DIFF_DST, address_of(grad_output), dy);
-  data->run({{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, address_of(weight)}, {DNNL_ARG_DIFF_SRC, address_of(grad_input)}},
-            {DNNL_ARG_DIFF_DST});
-  weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}},
-               {DNNL_ARG_DIFF_DST});
 }
 
 }  // namespace kiln::onednn

@@ -15,7 +15,5 @@ void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_o
                                   const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                    const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_output,
-                            const Tensor& input, const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups);
 
 }  // namespace kiln::onednn

@@ -91,17 +91,6 @@ Tensor scratch(std::size_t bytes, Device device) {
   return ops::empty_output({static_cast<std::int64_t>(bytes)}, DType::UInt8, device, "onednn");
 }
 
-/// Adds a scratchpad of `bytes` (if any) to a primitive's arguments, its buffer kept in `buffers`.
-void add_scratchpad(std::size_t bytes, std::vector<Tensor>& buffers, std::unordered_map<int, dnnl::memory>& args) {
-  if (bytes == 0) return;
-  buffers.push_back(scratch(bytes, kCPU));
-  args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(
-      {{static_cast<dnnl::memory::dim>(bytes)}, dnnl::memory::data_type::u8, dnnl::memory::format_tag::x}, engine(),
-      buffers.back().raw_data_ptr());
-}
-
-bool listed(std::initializer_list<int> ids, int id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
-
 }  // namespace
 
 const dnnl::engine& engine() {
@@ -160,47 +149,9 @@ Prepared::Prepared(dnnl::primitive primitive, const dnnl::primitive_desc_base& p
   }
 }
 
-void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) const { run(pointers, {}); }
-
-void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers,
-                   std::initializer_list<int> in_wanted_layout) const {
+void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) const {
   try {
-    execute(pointers, in_wanted_layout);
-  } catch (const dnnl::error& e) {
-    KILN_FAIL("oneDNN error: ", e.what(), " (status ", static_cast<int>(e.status), ")");
-  }
-}
-
-std::size_t Prepared::index_of(int id) const {
-  for (std::size_t i = 0; i < arguments_.size(); ++i) {
-    if (arguments_[i].id == id) return i;
-  }
-  KILN_FAIL("oneDNN: the primitive has no argument ", id);
-}
-
-bool Prepared::reorders(int id) const {
-  const std::size_t i = index_of(id);
-  return reorders_[i].has_value() && !arguments_[i].is_output;
-}
-
-const dnnl::memory::desc& Prepared::wanted(int id) const { return arguments_[index_of(id)].wanted; }
-
-void Prepared::reorder_in(int id, void* plain, void* wanted_data) const {
-  const std::size_t i = index_of(id);
-  KILN_CHECK(reorders(id), "oneDNN: argument ", id, " is not an input this primitive reorders");
-  const Reorder& r = *reorders_[i];
-  if (plain == nullptr || wanted_data == nullptr) {  // a dry run: the scratchpad it would use
-    if (r.scratchpad_bytes > 0) scratch(r.scratchpad_bytes, kMeta);
-    return;
-  }
-  try {
-    dnnl::stream& s = stream();
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_FROM, dnnl::memory(arguments_[i].plain, engine(), plain)},
-                                               {DNNL_ARG_TO, dnnl::memory(arguments_[i].wanted, engine(), wanted_data)}};
-    std::vector<Tensor> buffers;
-    add_scratchpad(r.scratchpad_bytes, buffers, args);
-    r.primitive.execute(s, args);
-    s.wait();
+    execute(pointers);
   } catch (const dnnl::error& e) {
     KILN_FAIL("oneDNN error: ", e.what(), " (status ", static_cast<int>(e.status), ")");
   }
@@ -208,10 +159,9 @@ void Prepared::reorder_in(int id, void* plain, void* wanted_data) const {
 
 void* address_of(const Tensor& t) { return t.is_meta() ? nullptr : t.raw_data_ptr(); }
 
-void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers,
-                       std::initializer_list<int> in_wanted_layout) const {
+void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) const {
   const bool dry = std::any_of(pointers.begin(), pointers.end(), [](const auto& p) { return p.second == nullptr; });
-  if (dry) return plan_buffers(in_wanted_layout);
+  if (dry) return plan_buffers();
   dnnl::stream& s = stream();
   std::vector<Tensor> buffers;  // keeps the wanted-layout copies and scratchpads alive to the end
   auto pointer_of = [&](int id) -> void* {
@@ -221,17 +171,18 @@ void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers,
     KILN_FAIL("oneDNN: no data given for argument ", id);
   };
   auto with_scratchpad = [&](std::size_t bytes, std::unordered_map<int, dnnl::memory> a) {
-    add_scratchpad(bytes, buffers, a);
+    if (bytes > 0) {
+      buffers.push_back(scratch(bytes, kCPU));
+      a[DNNL_ARG_SCRATCHPAD] = dnnl::memory({{static_cast<dnnl::memory::dim>(bytes)},
+                                              dnnl::memory::data_type::u8, dnnl::memory::format_tag::x},
+                                             engine(), buffers.back().raw_data_ptr());
+    }
     return a;
   };
   std::unordered_map<int, dnnl::memory> args;
   std::vector<std::pair<std::size_t, dnnl::memory>> outputs_to_copy_back;
   for (std::size_t i = 0; i < arguments_.size(); ++i) {
     const Argument& a = arguments_[i];
-    if (listed(in_wanted_layout, a.id)) {
-      args[a.id] = dnnl::memory(a.wanted, engine(), pointer_of(a.id));
-      continue;
-    }
     dnnl::memory plain(a.plain, engine(), pointer_of(a.id));
     if (!reorders_[i]) {
       args[a.id] = plain;
@@ -256,13 +207,13 @@ void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers,
 }
 
 // The same buffers as execute(), made and released in the same order, on the meta device.
-void Prepared::plan_buffers(std::initializer_list<int> in_wanted_layout) const {
+void Prepared::plan_buffers() const {
   std::vector<Tensor> buffers;
   auto scratchpad = [&](std::size_t bytes) {
     if (bytes > 0) buffers.push_back(scratch(bytes, kMeta));
   };
   for (std::size_t i = 0; i < arguments_.size(); ++i) {
-    if (!reorders_[i] || listed(in_wanted_layout, arguments_[i].id)) continue;
+    if (!reorders_[i]) continue;
     buffers.push_back(scratch(arguments_[i].wanted.get_size(), kMeta));
     if (!arguments_[i].is_output) scratchpad(reorders_[i]->scratchpad_bytes);
   }

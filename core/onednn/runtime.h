@@ -75,23 +75,10 @@ class Prepared {
   /// dry run: the layout buffers and scratchpads are allocated on the meta device in the same
   /// order and freed the same way, and nothing executes (Note [Planning on the meta device]).
   void run(std::initializer_list<std::pair<int, void*>> pointers) const;
-  /// run(), with the arguments whose ids are in `in_wanted_layout` given already in the layout
-  /// this primitive wants them in (made by reorder_in, possibly for another primitive that
-  /// wants the same layout: a tensor two primitives read is then reordered once).
-  void run(std::initializer_list<std::pair<int, void*>> pointers, std::initializer_list<int> in_wanted_layout) const;
-
-  /// Whether argument `id` (an input) is reordered before this primitive reads it, and into
-  /// which layout.
-  bool reorders(int id) const;
-  const dnnl::memory::desc& wanted(int id) const;
-  /// Reorders the plain data of input `id` at `plain` into its wanted layout at `wanted_data`
-  /// (wanted(id).get_size() bytes). Null addresses make a dry run, as in run().
-  void reorder_in(int id, void* plain, void* wanted_data) const;
 
  private:
-  void execute(std::initializer_list<std::pair<int, void*>> pointers, std::initializer_list<int> in_wanted_layout) const;
-  void plan_buffers(std::initializer_list<int> in_wanted_layout) const;
-  std::size_t index_of(int id) const;
+  void execute(std::initializer_list<std::pair<int, void*>> pointers) const;
+  void plan_buffers() const;
 
   struct Reorder {
     dnnl::reorder primitive;

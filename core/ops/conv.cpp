@@ -162,20 +162,6 @@ Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& inpu
                              weight_sizes, g, groups);
 }
 
-std::pair<Tensor, Tensor> convolution_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                               const Im2ColGeometry& g, std::int64_t groups) {
-  const ConvKernels& kernels = kernels_for(route_device_type(grad_output.device())).conv2d;
-  const bool empty = grad_output.numel() == 0 || input.numel() == 0 || weight.numel() == 0;
-  if (kernels.backward == nullptr || !runs_kernels(grad_output.device()) || empty) {
-    return {convolution_backward_input(grad_output, weight, input.sizes(), g, groups),
-            convolution_backward_weight(grad_output, input, weight.sizes(), g, groups)};
-  }
-  Tensor grad_input = empty_output(input.sizes(), grad_output.dtype(), grad_output.device(), "convolution_backward");
-  Tensor grad_weight = empty_output(weight.sizes(), grad_output.dtype(), grad_output.device(), "convolution_backward");
-  kernels.backward(grad_input, grad_weight, contiguous(grad_output), contiguous(input), contiguous(weight), g, groups);
-  return {grad_input, grad_weight};
-}
-
 bool pool2d_uses_kernels(Device device, const Im2ColGeometry& g) {
   const DeviceType type = route_device_type(device);
   return type != DeviceType::Meta && backends::op_kernels_enabled(type, backends::OpFamily::Pooling) &&

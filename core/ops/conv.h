@@ -56,12 +56,6 @@ Tensor convolution_backward_input(const Tensor& grad_output, const Tensor& weigh
 /// Its adjoint in the weight: the gradient of the weight (of `weight_sizes`).
 Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, IntArrayRef weight_sizes,
                                    const Im2ColGeometry& g, std::int64_t groups);
-/// Both adjoints, (grad_input, grad_weight), as PyTorch's convolution_backward with
-/// output_mask {true, true, false}: one kernel call where the backend has one (oneDNN reorders
-/// grad_output once for the two), the two adjoints above otherwise. Not differentiable: the
-/// backward of a backward (create_graph) takes the two adjoints.
-std::pair<Tensor, Tensor> convolution_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                               const Im2ColGeometry& g, std::int64_t groups);
 
 /// True when a pool with window `g` on `device` takes the op-kernel route (cuDNN): the route
 /// is on there and the window has no dilation, which cuDNN's pooling lacks.
