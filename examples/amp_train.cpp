@@ -7,7 +7,7 @@
 // backends::onednn_has_bf16(), printed at the start): convolutions and matrix products then
 // run in BFloat16 with Float32 accumulation. Elsewhere they widen to Float32 and the casts are
 // extra work (0.50x the speed on a 2-core Zen 1 with AVX2), and Kiln says so once. With AMX
-// (a 2-core Xeon) the mixed-precision epoch ran 1.83x faster, 0.05 points apart. On a GPU
+// (a 2-core Xeon) the mixed-precision epoch ran 1.81x faster, at the same accuracy. On a GPU
 // the speed-up is tensor cores', measured by scripts/gpu_check.sh.
 // Read next: amp/autocast.h, amp/grad_scaler.h.
 #include "support/models.h"
