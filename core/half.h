@@ -31,7 +31,7 @@ template <class T> using AccType = typename acc_type<T>::type;
 // Note [Rounding to BFloat16 in vector loops]
 // Eigen::bfloat16(float) rounds to nearest even, and turns a NaN into the quiet NaN of its
 // sign, but behind a branch on isnan that keeps the compiler from vectorising any loop that
-// stores BFloat16 (measured: relu and its backward in BFloat16 ran 3-4x slower than in
+// stores BFloat16 (measured: relu and its backward in BFloat16 ran 3-5x slower than in
 // Float32, at twice the bytes). The same rounding written on the bits, with the NaN case a
 // select, vectorises; these two are what hot kernels use to go from a half type to the type
 // they compute in and back.

@@ -57,7 +57,7 @@ void pool_plane(const T* plane, T* values, std::int64_t* indices, const PoolPlan
       // Start from the window's first in-image element, so a window of -inf still names a
       // real position.
       std::int64_t at = (r.start + row_lo * p.dilation_h) * W + c.start + col_lo * p.dilation_w;
-      M best = static_cast<M>(plane[at]);
+      M best = to_op_math(plane[at]);
       for (std::int64_t ki = row_lo; ki < row_hi; ++ki) {
         const std::int64_t row_start = (r.start + ki * p.dilation_h) * W + c.start;
         for (std::int64_t kj = col_lo; kj < col_hi; ++kj) {
@@ -71,7 +71,7 @@ void pool_plane(const T* plane, T* values, std::int64_t* indices, const PoolPlan
           at = select(take, i, at);
         }
       }
-      *values++ = static_cast<T>(best);
+      *values++ = from_op_math<T>(best);
       *indices++ = at;
     }
   }
