@@ -250,9 +250,7 @@ Im2ColGeometry conv2d_geometry(const Tensor& input, const Tensor& weight, const 
              " channels, but got ", C, " channels instead");
   KILN_CHECK(O % groups == 0, "Given groups=", groups, ", expected weight to be divisible by ",
              groups, " at dimension 0, but got weight of size ", weight.sizes(), " instead");
-  KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.sizes()[0] == O), "Given weight of size ",
-             weight.sizes(), ", expected bias to be 1-dimensional with ", O,
-             " elements, but got bias of size ", bias.sizes(), " instead");
+  ops::check_convolution_bias(weight, bias);
   return ops::im2col_geometry(input.sizes(), {weight.sizes()[2], weight.sizes()[3]}, dilation, padding, stride);
 }
 

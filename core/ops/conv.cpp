@@ -102,6 +102,13 @@ bool conv2d_uses_convolution_kernels(Device device) {
          kernels_for(type).conv2d.forward != nullptr;
 }
 
+void check_convolution_bias(const Tensor& weight, const Tensor& bias) {
+  const std::int64_t out_channels = weight.sizes()[0];
+  KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.sizes()[0] == out_channels), "Given weight of size ",
+             weight.sizes(), ", expected bias to be 1-dimensional with ", out_channels,
+             " elements, but got bias of size ", bias.sizes(), " instead");
+}
+
 Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                    std::int64_t groups) {
   if (bias.defined()) {
@@ -112,15 +119,10 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   check_floating("convolution", input);
   KILN_CHECK_TYPE(input.dtype() == weight.dtype(), "Input type (", scalar_type_name(input.dtype()),
                   ") and weight type (", scalar_type_name(weight.dtype()), ") should be the same");
-  const std::int64_t out_channels = weight.sizes()[0];
-  if (bias.defined()) {
-    KILN_CHECK_TYPE(bias.dtype() == input.dtype(), "Input type (", scalar_type_name(input.dtype()),
-                    ") and bias type (", scalar_type_name(bias.dtype()), ") should be the same");
-    KILN_CHECK(bias.dim() == 1 && bias.sizes()[0] == out_channels, "Given weight of size ", weight.sizes(),
-               ", expected bias to be 1-dimensional with ", out_channels, " elements, but got bias of size ",
-               bias.sizes(), " instead");
-  }
-  Tensor out = empty_output({input.sizes()[0], out_channels, g.out_h, g.out_w}, input.dtype(), input.device(),
+  KILN_CHECK_TYPE(!bias.defined() || bias.dtype() == input.dtype(), "Input type (", scalar_type_name(input.dtype()),
+                  ") and bias type (", scalar_type_name(bias.dtype()), ") should be the same");
+  check_convolution_bias(weight, bias);
+  Tensor out = empty_output({input.sizes()[0], weight.sizes()[0], g.out_h, g.out_w}, input.dtype(), input.device(),
                             "convolution");
   if (!runs_kernels(input.device()) || out.numel() == 0) return out;
   require_kernel(kernels_for(route_device_type(input.device())).conv2d.forward, "convolution", input.device())(

@@ -46,6 +46,8 @@ Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t ba
 /// True when conv2d on `device` should call `convolution` (cuDNN) rather than unfold + GEMM
 /// (Note [Convolution as unfold + GEMM]).
 bool conv2d_uses_convolution_kernels(Device device);
+/// Checks that `bias`, when defined, is [O] for a weight [O, ...] (PyTorch's message).
+void check_convolution_bias(const Tensor& weight, const Tensor& bias);
 /// The backend's convolution kernel of input [N, C, H, W] with weight [O, C/groups, kh, kw],
 /// plus bias [O] when it is defined.
 Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,

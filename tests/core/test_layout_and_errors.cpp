@@ -159,6 +159,14 @@ TEST(Meta, ShapesWithoutData) {
                "Given groups=1, weight of size [4, 2, 3, 3], expected input[1, 3, 8, 8] to have 2 channels");
 }
 
+TEST(Conv2d, ABiasOfTheWrongSizeIsAnError) {
+  const Tensor x = randn({1, 2, 5, 5}), w = randn({4, 2, 3, 3});
+  EXPECT_ERROR(conv2d(x, w, randn({3})),
+               "Given weight of size [4, 2, 3, 3], expected bias to be 1-dimensional with 4 elements, but got bias "
+               "of size [3] instead");
+  EXPECT_ERROR(conv2d(x, w, randn({4, 1})), "expected bias to be 1-dimensional with 4 elements");
+}
+
 TEST(Devices, ParseAndPrint) {
   EXPECT_EQ(Device("cuda:1").index(), 1);
   EXPECT_TRUE(Device("meta").is_meta());
