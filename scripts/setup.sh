@@ -9,7 +9,7 @@ set -euo pipefail
 # backend and the launcher its tests run under.
 packages=(cmake g++ ninja-build pkg-config libeigen3-dev libgtest-dev libgmock-dev
           libbenchmark-dev zlib1g-dev nlohmann-json3-dev libdnnl-dev ocl-icd-opencl-dev
-          libopenmpi-dev openmpi-bin "$@")
+          libopenmpi-dev openmpi-bin libcli11-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
