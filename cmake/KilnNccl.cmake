@@ -16,12 +16,23 @@ elseif(NOT KILN_WITH_CUDA)
   endif()
   message(STATUS "Kiln distributed NCCL backend: OFF (no CUDA backend)")
 else()
-  find_path(KILN_NCCL_INCLUDE nccl.h HINTS ${KILN_NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(KILN_NCCL_LIBRARY NAMES nccl libnccl.so.2
-               HINTS ${KILN_NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  # As for cuDNN (Note [Libraries from wheels] in KilnCuda.cmake): the wheel has only
+  # libnccl.so.2, and a root that is given is the only place looked.
+  _kiln_forget_on_root_change(KILN_NCCL_ROOT KILN_NCCL_INCLUDE KILN_NCCL_LIBRARY)
+  if(KILN_NCCL_ROOT)
+    find_path(KILN_NCCL_INCLUDE nccl.h PATHS ${KILN_NCCL_ROOT}/include NO_DEFAULT_PATH)
+    find_library(KILN_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+                 PATHS ${KILN_NCCL_ROOT}/lib ${KILN_NCCL_ROOT}/lib64 NO_DEFAULT_PATH)
+  else()
+    find_path(KILN_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(KILN_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+                 HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  endif()
   if(KILN_NCCL_INCLUDE AND KILN_NCCL_LIBRARY)
     set(KILN_WITH_NCCL ON)
-    message(STATUS "Kiln distributed NCCL backend: ON (${KILN_NCCL_LIBRARY})")
+    _kiln_header_version(_kiln_nccl_version "${KILN_NCCL_INCLUDE}/nccl.h" NCCL_MAJOR NCCL_MINOR NCCL_PATCH)
+    message(STATUS "Kiln distributed NCCL backend: ON (NCCL ${_kiln_nccl_version}, ${KILN_NCCL_LIBRARY}, "
+                   "headers ${KILN_NCCL_INCLUDE})")
   elseif(KILN_NCCL STREQUAL "ON")
     message(FATAL_ERROR "KILN_NCCL=ON but NCCL was not found (looked for nccl.h and libnccl under "
                         "KILN_NCCL_ROOT='${KILN_NCCL_ROOT}' and the CUDA toolkit)")
