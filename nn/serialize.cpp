@@ -171,10 +171,9 @@ std::map<std::string, std::string> load_safetensors_metadata_bytes(std::span<con
 
 namespace detail {
 
-void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& dict,
-                                  const std::map<std::string, std::string>& metadata) {
+SafetensorsImage safetensors_image(const nn::StateDict& dict, const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
-  std::vector<Tensor> blobs;
+  SafetensorsImage image;
   std::uint64_t offset = 0;
   for (const auto& [name, t] : dict) {
     KILN_CHECK(t.defined(), "save: entry '", name, "' is an undefined tensor");
@@ -185,11 +184,20 @@ void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& 
                     {"shape", std::vector<std::int64_t>(host.sizes().begin(), host.sizes().end())},
                     {"data_offsets", {offset, offset + n}}};
     offset += n;
-    blobs.push_back(std::move(host));
+    image.blobs.push_back(std::move(host));
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // the data starts 8-byte aligned
+  image.header.resize(8);
+  for (int i = 0; i < 8; ++i) {
+    image.header[static_cast<std::size_t>(i)] = static_cast<char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+  }
+  image.header += text;
+  return image;
+}
+
+void write_unpublished(const std::string& tmp, const SafetensorsImage& image) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   KILN_CHECK_VALUE(fd >= 0, "save: cannot create '", tmp, "': ", std::strerror(errno));
   auto write_all = [&](const void* p, std::size_t n) {
@@ -207,11 +215,8 @@ void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& 
       n -= static_cast<std::size_t>(w);
     }
   };
-  std::uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
-  write_all(len, 8);
-  write_all(text.data(), text.size());
-  for (const Tensor& b : blobs) write_all(b.raw_data_ptr(), b.nbytes());
+  write_all(image.header.data(), image.header.size());
+  for (const Tensor& b : image.blobs) write_all(b.raw_data_ptr(), b.nbytes());
   const bool synced = ::fsync(fd) == 0;
   const std::string why = std::strerror(errno);
   ::close(fd);
@@ -219,6 +224,11 @@ void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& 
     std::remove(tmp.c_str());
     KILN_FAIL("save: could not flush '", tmp, "' to disk: ", why);
   }
+}
+
+void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& dict,
+                                   const std::map<std::string, std::string>& metadata) {
+  write_unpublished(tmp, safetensors_image(dict, metadata));
 }
 
 void publish(const std::string& tmp, const std::string& path) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "nn/module.h"
 
@@ -35,8 +36,17 @@ std::map<std::string, std::string> load_safetensors_metadata(const std::string& 
 std::map<std::string, std::string> load_safetensors_metadata_bytes(std::span<const std::uint8_t> bytes);
 
 namespace detail {
-/// save()'s two halves: write `dict` to `tmp` and flush it to disk (nothing at its final name
-/// yet), then rename it to `path` and flush the folder. checkpoint/ runs them apart.
+/// The bytes save() writes, before they are written: the 8-byte length and the JSON header
+/// (padded so the data starts 8-byte aligned), then every entry's data as a contiguous host
+/// tensor, in dict order. checkpoint/ checksums it whole before writing it.
+struct SafetensorsImage {
+  std::string header;
+  std::vector<Tensor> blobs;
+};
+SafetensorsImage safetensors_image(const nn::StateDict& dict, const std::map<std::string, std::string>& metadata);
+/// save()'s two halves: write the image to `tmp` and flush it to disk (nothing at its final
+/// name yet), then rename it to `path` and flush the folder. checkpoint/ runs them apart.
+void write_unpublished(const std::string& tmp, const SafetensorsImage& image);
 void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& dict,
                                    const std::map<std::string, std::string>& metadata);
 void publish(const std::string& tmp, const std::string& path);

@@ -1,7 +1,8 @@
 // tests/checkpoint/test_checkpoint_dir.cpp — a checkpoint folder: every piece of a run comes
-// back exactly, only the newest keep_last stay, a truncated or corrupted newest checkpoint is
-// skipped (with a warning naming it) for the one before, and a checkpoint that does not fit
-// the program is an error, never a silent fallback.
+// back exactly, only the newest keep_last stay, a truncated, corrupted or edited newest
+// checkpoint (data, tensor names or metadata) is skipped (with a warning naming it) for the
+// one before, a folder holding another run's checkpoints is never written into by accident,
+// and a checkpoint that does not fit the program is an error, never a silent fallback.
 #include <filesystem>
 #include <fstream>
 
@@ -149,7 +150,11 @@ TEST(CheckpointDir, ACorruptNewestCheckpointIsSkippedForThePreviousOne) {
   EXPECT_NE(warnings.messages[0].find("skipping an unusable checkpoint: checkpoint '" + files[2] + "'"), std::string::npos);
   EXPECT_NE(warnings.messages[0].find("fall outside the"), std::string::npos) << warnings.messages[0];
   EXPECT_NE(warnings.messages[1].find("skipping an unusable checkpoint: checkpoint '" + files[1] + "'"), std::string::npos);
-  EXPECT_NE(warnings.messages[1].find("does not match its checksum"), std::string::npos) << warnings.messages[1];
+  EXPECT_NE(warnings.messages[1].find("do not match its checksum"), std::string::npos) << warnings.messages[1];
+  // Both were moved aside, so the resumed run's own checkpoints outrank nothing stale.
+  EXPECT_TRUE(fs::exists(files[2] + ".unusable"));
+  EXPECT_TRUE(fs::exists(files[1] + ".unusable"));
+  EXPECT_EQ(checkpoints.list(), std::vector<std::string>{files[0]});
 
   // With every checkpoint unusable there is nothing to resume from.
   corrupt_one_data_byte(files[0]);
@@ -189,7 +194,8 @@ TEST(CheckpointDir, AWriteInterruptedBeforeItsRenameLeavesThePreviousCheckpoint)
   checkpoint::CheckpointDir good(dir.string());
   good.save(1, run.state());
   std::string unpublished;
-  checkpoint::CheckpointDir failing(dir.string(), {.before_publish = [&](const std::string& tmp) {
+  // (overwrite: a second CheckpointDir on a folder with checkpoints must say what it replaces.)
+  checkpoint::CheckpointDir failing(dir.string(), {.overwrite = true, .before_publish = [&](const std::string& tmp) {
                                                     unpublished = tmp;
                                                     throw std::runtime_error("power cut");
                                                   }});
@@ -198,6 +204,77 @@ TEST(CheckpointDir, AWriteInterruptedBeforeItsRenameLeavesThePreviousCheckpoint)
   ASSERT_EQ(good.list().size(), 1u);
   checkpoint::TrainingState state = run.state();
   EXPECT_EQ(fs::path(good.resume(state).value()).filename(), "checkpoint-000000000001.safetensors");
+}
+
+/// Replaces the first occurrence of `from` in a file's bytes by `to` (of the same length).
+void edit_bytes(const fs::path& file, const std::string& from, const std::string& to) {
+  ASSERT_EQ(from.size(), to.size());
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes{std::istreambuf_iterator<char>(in), {}};
+  in.close();
+  const std::size_t at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  bytes.replace(at, from.size(), to);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Issue 31: a header or metadata byte edited after the write (a loop counter, a tensor name)
+// made the checkpoint resume into a wrong state or fail with "Tensor is undefined"; the
+// checksum covers them now, so it falls back to the previous checkpoint.
+TEST(CheckpointDir, AnEditedHeaderOrMetadataByteMakesTheCheckpointUnusable) {
+  const fs::path dir = fresh_dir("edited");
+  checkpoint::CheckpointDir checkpoints(dir.string(), {.keep_last = 0});
+  SmallRun run(1);
+  checkpoint::TrainingState saved = run.state();
+  for (std::int64_t step : {10, 20, 30}) {
+    saved.values["step"] = std::to_string(step * 3);
+    checkpoints.save(step, saved);
+  }
+  const std::vector<std::string> files = checkpoints.list();
+  edit_bytes(files[2], "\"value.step\":\"90\"", "\"value.step\":\"9x\"");  // a loop value
+  edit_bytes(files[1], "\"model.weight\"", "\"model.weighu\"");            // a tensor's name
+
+  Warnings warnings;
+  SmallRun other(2);
+  checkpoint::TrainingState state = other.state();
+  const auto path = checkpoints.resume(state);
+  ASSERT_TRUE(path.has_value());
+  EXPECT_EQ(*path, files[0]);
+  EXPECT_EQ(state.values.at("step"), "30");
+  ASSERT_EQ(warnings.messages.size(), 2u);
+  EXPECT_NE(warnings.messages[0].find("do not match its checksum"), std::string::npos) << warnings.messages[0];
+  EXPECT_NE(warnings.messages[1].find("do not match its checksum"), std::string::npos) << warnings.messages[1];
+}
+
+// Issue 31: reusing a folder without --resume lost the new run, because pruning kept the old
+// run's higher step numbers and deleted every checkpoint the new run wrote.
+TEST(CheckpointDir, AFolderHoldingAnotherRunIsRefusedUnlessResumedOrOverwritten) {
+  const fs::path dir = fresh_dir("reused");
+  SmallRun old_run(1), new_run(2);
+  {
+    checkpoint::CheckpointDir first(dir.string(), {.keep_last = 2});
+    for (std::int64_t step : {400, 500}) first.save(step, old_run.state());
+  }
+  checkpoint::CheckpointDir second(dir.string(), {.keep_last = 2});
+  EXPECT_ERROR(second.save(1, new_run.state()),
+               "holds another run's checkpoints (2, the newest checkpoint-000000000500.safetensors): call resume()");
+  EXPECT_EQ(second.list().size(), 2u);  // nothing was written or removed
+
+  // Overwriting: the old run's files go once the new run's first checkpoint is in place, and
+  // the new run's checkpoints are the ones pruning keeps.
+  checkpoint::CheckpointDir replacing(dir.string(), {.keep_last = 2, .overwrite = true});
+  for (std::int64_t step : {1, 2, 3}) replacing.save(step, new_run.state());
+  std::vector<std::string> names;
+  for (const std::string& f : replacing.list()) names.push_back(fs::path(f).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"checkpoint-000000000002.safetensors",
+                                             "checkpoint-000000000003.safetensors"}));
+
+  // Resuming makes the folder's run this one's: its saves continue it.
+  checkpoint::CheckpointDir resumed(dir.string(), {.keep_last = 2});
+  checkpoint::TrainingState state = new_run.state();
+  ASSERT_TRUE(resumed.resume(state).has_value());
+  resumed.save(4, state);
+  EXPECT_EQ(fs::path(resumed.list().back()).filename(), "checkpoint-000000000004.safetensors");
 }
 
 }  // namespace
