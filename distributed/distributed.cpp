@@ -92,6 +92,16 @@ std::shared_ptr<Work> finish(std::shared_ptr<Work> work, CollectiveOptions o) {
 
 }  // namespace
 
+std::chrono::milliseconds default_timeout() {
+  const char* text = std::getenv("KILN_DIST_TIMEOUT");
+  if (text == nullptr || *text == '\0') return std::chrono::minutes(30);
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  KILN_CHECK_VALUE(*end == '\0' && seconds > 0 && seconds <= 1e7, "KILN_DIST_TIMEOUT must be a positive number of "
+                   "seconds (at most 1e7), got '", text, "'");
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
+}
+
 void init_process_group(const InitOptions& options) {
   std::lock_guard<std::mutex> lock(g_mutex);
   KILN_CHECK_VALUE(!g_default, "trying to initialize the default process group twice!");
@@ -140,5 +150,27 @@ std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& 
   return finish(default_group().reduce_scatter(output, inputs, op), o);
 }
 std::shared_ptr<Work> barrier(CollectiveOptions o) { return finish(default_group().barrier(), o); }
+
+void check_same_across_ranks(const std::vector<std::pair<std::string, std::int64_t>>& values) {
+  ProcessGroup& group = default_group();
+  if (values.empty()) return;
+  const auto count = static_cast<std::int64_t>(values.size());
+  std::vector<std::int64_t> mine;
+  for (const auto& [name, value] : values) mine.push_back(value);
+  const Tensor local = tensor(mine, {count});
+  std::vector<Tensor> all;
+  for (int r = 0; r < group.size(); ++r) all.push_back(empty({count}, TensorOptions().dtype(kInt64)));
+  group.all_gather(all, local)->wait();
+  for (std::int64_t i = 0; i < count; ++i) {
+    bool same = true;
+    std::string each;
+    for (int r = 0; r < group.size(); ++r) {
+      const std::int64_t v = all[static_cast<std::size_t>(r)].data_ptr<std::int64_t>()[i];
+      same = same && v == mine[static_cast<std::size_t>(i)];
+      each += (r ? ", rank " : "rank ") + std::to_string(r) + " has " + std::to_string(v);
+    }
+    KILN_CHECK_AS(DistBackendError, same, "ranks disagree on ", values[static_cast<std::size_t>(i)].first, ": ", each);
+  }
+}
 
 }  // namespace kiln::distributed
