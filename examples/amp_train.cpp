@@ -15,20 +15,20 @@
 
 int main(int argc, char** argv) {
   using namespace kiln;
-  examples::Flags flags("amp_train", "the CNN with autocast + GradScaler, then in Float32 for comparison");
-  examples::TrainConfig defaults;
-  defaults.epochs = 2;
-  defaults.lr = 1e-3;
-  defaults.batch_size = 512;
-  defaults.device = cuda::is_available() ? Device("cuda") : kCPU;
-  examples::add_common_flags(flags, defaults);
-  flags.add("compare", "1", "also train in Float32 and compare (0 to skip)");
-  flags.parse(argc, argv);
-  examples::TrainConfig config = examples::config_from(flags);
-  const auto input = [](const Tensor& images) { return examples::normalize_fashion(images); };
-  const bool gpu = config.device.is_cuda();
-  const char* low = gpu ? "Float16" : "BFloat16";
-  return examples::run_reporting_errors("amp_train", [&] {
+  return examples::run_program("amp_train", [&] {
+    examples::TrainConfig config;
+    config.epochs = 2;
+    config.lr = 1e-3;
+    config.batch_size = 512;
+    config.device = cuda::is_available() ? Device("cuda") : kCPU;
+    bool compare = true;
+    examples::Flags flags("amp_train", "the CNN with autocast + GradScaler, then in Float32 for comparison");
+    examples::add_training_flags(flags, config);
+    flags.add("--compare", compare, "also train in Float32 and compare (0 to skip)");
+    flags.parse(argc, argv);
+    const auto input = [](const Tensor& images) { return examples::normalize_fashion(images); };
+    const bool gpu = config.device.is_cuda();
+    const char* low = gpu ? "Float16" : "BFloat16";
     std::printf("== mixed precision: autocast(%s, %s) + GradScaler ==\n", gpu ? "CUDA" : "CPU", low);
     if (!gpu) {
       std::printf("CPU: oneDNN %s, instruction set %s, native BFloat16 kernels: %s\n",
@@ -39,14 +39,17 @@ int main(int argc, char** argv) {
     manual_seed(config.seed);
     examples::Cnn amp_model;
     const examples::TrainResult mixed = examples::train_fashion_mnist(amp_model, config, input);
-    if (flags.integer("compare") == 0) return 0;
+    if (!compare) return 0;
 
     std::printf("\n== Float32, same seed and schedule ==\n");
     config.mixed_precision = false;
+    // The weights, the log, checkpoints and --resume belong to the mixed-precision run; the
+    // comparison starts fresh and writes nothing over them.
     config.checkpoint.clear();
-    // Checkpoints and --resume belong to the mixed-precision run; the comparison starts fresh.
+    config.log.clear();
     config.checkpoint_dir.clear();
     config.resume = false;
+    config.overwrite = false;
     manual_seed(config.seed);
     examples::Cnn fp32_model;
     const examples::TrainResult full = examples::train_fashion_mnist(fp32_model, config, input);

@@ -4,13 +4,15 @@
 // Read next: autograd/graph.h, examples/walkthrough.cpp.
 #include <kiln.h>
 
+#include "support/flags.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
 #include "core/autograd_meta.h"
 
-int main() {
+int show_backward_graph() {
   using namespace kiln;
   manual_seed(0);
   Tensor w1 = (randn({4, 3}) * 0.5).as_leaf(true);
@@ -35,4 +37,11 @@ int main() {
   loss.backward();
   std::printf("loss %.4f; fc1.weight.grad norm %.4f\n", loss.item<double>(), w1.grad().norm().item<double>());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_program("backward_graph", [&] {
+    kiln::examples::Flags("backward_graph", "a backward graph, printed and exported for Graphviz").parse(argc, argv);
+    return show_backward_graph();
+  });
 }

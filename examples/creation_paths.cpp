@@ -3,6 +3,8 @@
 // Read next: core/creation.h (the table of creation paths), docs/internals.md.
 #include <kiln.h>
 
+#include "support/flags.h"
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -25,7 +27,7 @@ const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
 }  // namespace
 
-int main() {
+int show_creation_paths() {
   using namespace kiln;
 
   section("tensor(values): always a new copy");
@@ -95,4 +97,11 @@ int main() {
     std::printf("w.add_(1) is refused: %s\n", e.message().substr(0, e.message().find('\n')).c_str());
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_program("creation_paths", [&] {
+    kiln::examples::Flags("creation_paths", "what copies and what shares memory, for each way to create a tensor").parse(argc, argv);
+    return show_creation_paths();
+  });
 }

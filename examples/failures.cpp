@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "support/failure_cases.h"
+#include "support/flags.h"
 
 namespace {
 
@@ -49,30 +50,42 @@ Outcome run_case(const FailureCase& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<FailureCase> cases = kiln::examples::failure_cases();
-  const std::string what = argc > 1 ? argv[1] : "list";
-  if (argc > 2 && std::string(argv[2]) == "--unsafe") setenv("KILN_FAILURES_UNSAFE", "1", 1);
-  if (what == "list" || what == "--help" || what == "-h") {
-    std::printf("usage: failures <case> | all | list\n\n");
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-      std::printf("%2zu. %-24s %s%s\n", i + 1, cases[i].name.c_str(), cases[i].title.c_str(),
-                  cases[i].gpu_only ? " (GPU)" : "");
+  return kiln::examples::run_program("failures", [&] {
+    const std::vector<FailureCase> cases = kiln::examples::failure_cases();
+    std::string what = "list";
+    bool unsafe = false;
+    kiln::examples::Flags flags("failures", "the failure-case catalogue: failures <case> | all | list");
+    flags.add("case", what, "a case's name, all, or list")
+        ->check(CLI::Validator(
+            [&cases](std::string& value) -> std::string {
+              if (value == "all" || value == "list") return {};
+              for (const FailureCase& c : cases) {
+                if (c.name == value) return {};
+              }
+              return "no case named '" + value + "' (try: failures list)";
+            },
+            "CASE"));
+    flags.add_switch("--unsafe", unsafe, "with dangling-blob: really read the freed memory (undefined behaviour)");
+    flags.parse(argc, argv);
+    if (unsafe) setenv("KILN_FAILURES_UNSAFE", "1", 1);
+    if (what == "list") {
+      std::printf("usage: failures <case> | all | list\n\n");
+      for (std::size_t i = 0; i < cases.size(); ++i) {
+        std::printf("%2zu. %-24s %s%s\n", i + 1, cases[i].name.c_str(), cases[i].title.c_str(),
+                    cases[i].gpu_only ? " (GPU)" : "");
+      }
+      return 0;
     }
-    return 0;
-  }
-  int failed = 0, skipped = 0, passed = 0;
-  for (const FailureCase& c : cases) {
-    if (what != "all" && what != c.name) continue;
-    switch (run_case(c)) {
-      case Outcome::Passed: ++passed; break;
-      case Outcome::Failed: ++failed; break;
-      case Outcome::Skipped: ++skipped; break;
+    int failed = 0, skipped = 0, passed = 0;
+    for (const FailureCase& c : cases) {
+      if (what != "all" && what != c.name) continue;
+      switch (run_case(c)) {
+        case Outcome::Passed: ++passed; break;
+        case Outcome::Failed: ++failed; break;
+        case Outcome::Skipped: ++skipped; break;
+      }
     }
-  }
-  if (passed + failed + skipped == 0) {
-    std::fprintf(stderr, "failures: no case named '%s' (try: failures list)\n", what.c_str());
-    return 2;
-  }
-  if (what == "all") std::printf("%d reproduced and fixed, %d failed, %d skipped\n", passed, failed, skipped);
-  return failed == 0 ? 0 : 1;
+    if (what == "all") std::printf("%d reproduced and fixed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed == 0 ? 0 : 1;
+  });
 }

@@ -53,32 +53,50 @@ void write_grid(const std::string& path, const Tensor& clean, const Tensor& adve
 
 }  // namespace
 
+constexpr double kEpsilons[] = {0.0, 0.01, 0.02, 0.05, 0.1, 0.2};
+
 int main(int argc, char** argv) {
-  examples::Flags flags("fgsm", "FGSM adversarial examples against a Fashion-MNIST model");
-  examples::TrainConfig defaults;
-  defaults.epochs = 2;
-  examples::add_common_flags(flags, defaults);
-  flags.add("model", "mlp", "mlp or cnn");
-  flags.add("weights", "", "load this checkpoint (from train_mlp/train_cnn) instead of training");
-  flags.add("png", "fgsm.png", "where to write the image grid");
-  flags.add("show-eps", "0.1", "the eps of the images in the grid");
-  flags.parse(argc, argv);
-  examples::TrainConfig config = examples::config_from(flags);
-  const bool cnn = flags.str("model") == "cnn";
-  const auto input = [cnn](const Tensor& images) {
-    const Tensor x = examples::normalize_fashion(images);
-    return cnn ? x : x.flatten(1);
-  };
-  return examples::run_reporting_errors("fgsm", [&] {
+  using namespace kiln::examples::flag_checks;
+  return examples::run_program("fgsm", [&] {
+    examples::TrainConfig config;
+    config.epochs = 2;
+    std::string model_kind = "mlp", weights, png = "fgsm.png";
+    double show_eps = 0.1;
+    examples::Flags flags("fgsm", "FGSM adversarial examples against a Fashion-MNIST model");
+    examples::add_training_flags(flags, config);
+    flags.add("--model", model_kind, "mlp or cnn")->check(one_of({"mlp", "cnn"}));
+    flags.add("--weights", weights, "load this checkpoint (from train_mlp/train_cnn) instead of training")
+        ->check(existing_file());
+    flags.add("--png", png, "where to write the image grid")->check(writable_file());
+    flags.add("--show-eps", show_eps, "the eps of the images in the grid: one of the attack's 0, 0.01, 0.02, 0.05, "
+              "0.1, 0.2")
+        ->check(CLI::Validator(
+            [](std::string& value) -> std::string {
+              double eps = -1;
+              if (parse_number(value, eps)) {
+                for (double e : kEpsilons) {
+                  if (std::abs(eps - e) < 1e-12) return {};
+                }
+              }
+              return "expected one of 0, 0.01, 0.02, 0.05, 0.1, 0.2 (the eps values the attack runs), got '" +
+                     value + "'";
+            },
+            "EPS"));
+    flags.parse(argc, argv);
+    const bool cnn = model_kind == "cnn";
+    const auto input = [cnn](const Tensor& images) {
+      const Tensor x = examples::normalize_fashion(images);
+      return cnn ? x : x.flatten(1);
+    };
     manual_seed(config.seed);
     std::unique_ptr<nn::Module> model;
     if (cnn) model = std::make_unique<examples::Cnn>();
     else model = std::make_unique<examples::Mlp>();
-    if (!flags.str("weights").empty()) {
-      model->load_state_dict(load(flags.str("weights")));
-      std::printf("loaded %s\n", flags.str("weights").c_str());
+    if (!weights.empty()) {
+      model->load_state_dict(load(weights));
+      std::printf("loaded %s\n", weights.c_str());
     } else {
-      std::printf("training the %s for %lld epochs first (or pass --weights)\n", flags.str("model").c_str(),
+      std::printf("training the %s for %lld epochs first (or pass --weights)\n", model_kind.c_str(),
                   static_cast<long long>(config.epochs));
       examples::train_fashion_mnist(*model, config, input);
     }
@@ -86,9 +104,8 @@ int main(int argc, char** argv) {
     model->eval();
 
     data::DataLoader test(data::FashionMNIST::load(false, config.data_root), {.batch_size = 500});
-    const double show_eps = flags.num("show-eps");
     std::printf("\n%8s %14s\n", "eps", "test accuracy");
-    for (double eps : {0.0, 0.01, 0.02, 0.05, 0.1, 0.2}) {
+    for (double eps : kEpsilons) {
       std::int64_t correct = 0, total = 0;
       bool drawn = false;
       for (const data::Example& batch : test) {
@@ -103,7 +120,7 @@ int main(int argc, char** argv) {
         total += labels.numel();
         if (!drawn && std::abs(eps - show_eps) < 1e-12) {
           const Tensor clean_pred = model->forward(input(images.detach())).argmax(1);
-          write_grid(flags.str("png"), images.detach(), adversarial, labels, clean_pred, predicted, 8);
+          write_grid(png, images.detach(), adversarial, labels, clean_pred, predicted, 8);
           drawn = true;
         }
       }
@@ -111,7 +128,7 @@ int main(int argc, char** argv) {
     }
     std::printf("\nwrote %s: top row originals (true label grey, prediction white), middle the perturbation "
                 "eps*sign(grad) at eps %.2f, bottom the adversarial images (prediction: white = still right, "
-                "dark = fooled)\n", flags.str("png").c_str(), show_eps);
+                "dark = fooled)\n", png.c_str(), show_eps);
     return 0;
   });
 }

@@ -76,15 +76,14 @@ void print_header() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::Flags flags("pinned_pipeline", "pageable vs pinned vs non_blocking batches to the GPU");
-  examples::TrainConfig defaults;
-  defaults.epochs = 1;
-  defaults.batch_size = 512;
-  defaults.workers = 2;
-  examples::add_common_flags(flags, defaults);
-  flags.parse(argc, argv);
-  const examples::TrainConfig c = examples::config_from(flags);
-  return examples::run_reporting_errors("pinned_pipeline", [&] {
+  return examples::run_program("pinned_pipeline", [&] {
+    examples::TrainConfig c;
+    c.epochs = 1;
+    c.batch_size = 512;
+    c.workers = 2;
+    examples::Flags flags("pinned_pipeline", "pageable vs pinned vs non_blocking batches to the GPU");
+    examples::add_training_flags(flags, c, {.memory_plan = false, .checkpoints = false});
+    flags.parse(argc, argv);
     const auto train = data::FashionMNIST::load(true, c.data_root);
     auto loader_with = [&](bool pin) {
       return data::DataLoader(train, {.batch_size = static_cast<std::size_t>(c.batch_size), .shuffle = true,

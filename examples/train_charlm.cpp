@@ -7,7 +7,7 @@
 // Read next: examples/support/charlm.h.
 #include <cstdio>
 #include <filesystem>
-#include <exception>
+#include <limits>
 
 #include "support/charlm.h"
 #include "support/training.h"
@@ -15,77 +15,72 @@
 int main(int argc, char** argv) {
   using namespace kiln;
   using namespace kiln::examples;
-  const CharLmConfig d;
-  Flags f("train_charlm", "a character-level language model on the fortunes text (Transformer or LSTM)");
-  f.add("model", d.shape.kind, "transformer or lstm");
-  f.add("text", default_fortunes_root(), "a text file, or a folder of them (default: Debian's fortunes)");
-  f.add("minutes", std::to_string(d.seconds / 60), "training budget in minutes of wall clock");
-  f.add("steps", "0", "training budget in steps instead (0 = the time budget)");
-  f.add("batch-size", std::to_string(d.batch_size), "windows per step");
-  f.add("context", std::to_string(d.shape.context), "characters per window (the model's context)");
-  f.add("width", std::to_string(d.shape.width), "embedding width");
-  f.add("layers", std::to_string(d.shape.layers), "Transformer or LSTM layers");
-  f.add("heads", std::to_string(d.shape.heads), "attention heads (transformer)");
-  f.add("hidden", std::to_string(d.shape.hidden), "LSTM hidden size (lstm)");
-  f.add("dropout", std::to_string(d.shape.dropout), "dropout in the layers");
-  f.add("lr", std::to_string(d.lr), "AdamW's peak learning rate");
-  f.add("eval-every", std::to_string(d.eval_every), "steps between validations");
-  f.add("seed", "0", "seed for initialisation, batches and sampling");
-  f.add("threads", "0", "CPU threads (0 = all cores)");
-  f.add("device", "cpu", "cpu or cuda");
-  f.add("log", "", "write step,seconds,train_bpc,val_bpc here (CSV, plot with scripts/plot_log.sh)");
-  f.add("checkpoint", "", "write the model here after training, or with --generate read it from here");
-  f.add("generate", "0", "characters to sample (from --checkpoint if it exists, without training)");
-  f.add("temperature", "0.8", "sampling temperature (lower: more likely characters)");
-  f.add("prompt", "", "text the samples continue");
-  f.parse(argc, argv);
-  try {
-    if (f.integer("threads") > 0) set_num_threads(static_cast<int>(f.integer("threads")));
-    const Device device = f.device("device");
-    const std::int64_t count = f.integer("generate");
-    const auto seed = static_cast<std::uint64_t>(f.integer("seed"));
-    const std::string checkpoint = f.str("checkpoint");
-    if (count > 0 && !checkpoint.empty() && std::filesystem::exists(checkpoint)) {
-      const auto [model, vocabulary] = load_charlm(checkpoint, device);
-      std::printf("%s%s\n", f.str("prompt").c_str(),
-                  generate(*model, vocabulary, f.str("prompt"), count, f.num("temperature"), seed, device).c_str());
+  using namespace kiln::examples::flag_checks;
+  return run_program("train_charlm", [&] {
+    CharLmConfig c;
+    std::string text_path = default_fortunes_root(), prompt;
+    double minutes = c.seconds / 60, temperature = 0.8;
+    std::int64_t generate_count = 0;
+    int threads = 0;
+    Flags f("train_charlm", "a character-level language model on the fortunes text (Transformer or LSTM)");
+    f.add("--model", c.shape.kind, "transformer or lstm")->check(one_of({"transformer", "lstm"}));
+    f.add("--text", text_path, "a text file, or a folder of them (default: Debian's fortunes)")
+        ->check(existing_path());
+    f.add("--minutes", minutes, "training budget in minutes of wall clock")->check(number(0, 1e6, true));
+    f.add("--steps", c.max_steps, "training budget in steps instead (0 = the time budget)")
+        ->check(integer(0, 1'000'000'000'000));
+    f.add("--batch-size", c.batch_size, "windows per step")->check(integer(1, kMaxBatch));
+    f.add("--context", c.shape.context, "characters per window (the model's context)")->check(integer(1, 1 << 16));
+    f.add("--width", c.shape.width, "embedding width")->check(integer(1, 1 << 16));
+    f.add("--layers", c.shape.layers, "Transformer or LSTM layers")->check(integer(1, 1024));
+    f.add("--heads", c.shape.heads, "attention heads (transformer; they divide --width)")->check(integer(1, 1024));
+    f.add("--hidden", c.shape.hidden, "LSTM hidden size (lstm)")->check(integer(1, 1 << 16));
+    f.add("--dropout", c.shape.dropout, "dropout in the layers")->check(number(0, 0.99));
+    f.add("--lr", c.lr, "AdamW's peak learning rate")->check(number(0, 1000, /*exclusive_lo=*/true));
+    f.add("--eval-every", c.eval_every, "steps between validations")->check(integer(1, 1'000'000'000'000));
+    f.add("--seed", c.seed, "seed for initialisation, batches and sampling")
+        ->check(integer(0, std::numeric_limits<std::int64_t>::max()));
+    f.add("--threads", threads, "CPU threads (0 = all cores)")->check(integer(0, kMaxThreads));
+    f.add_function("--device", [&c](const std::string& v) { c.device = Device(v); }, "cpu, cuda or cuda:N", "cpu")
+        ->check(device());
+    f.add("--log", c.log, "write step,seconds,train_bpc,val_bpc here (CSV, plot with scripts/plot_log.sh)")
+        ->check(writable_file());
+    f.add("--checkpoint", c.checkpoint, "write the model here after training, or with --generate read it from here");
+    f.add("--generate", generate_count, "sample this many characters from --checkpoint, without training")
+        ->check(integer(0, 10'000'000));
+    f.add("--temperature", temperature, "sampling temperature (lower: more likely characters)")
+        ->check(number(0, 100, /*exclusive_lo=*/true));
+    f.add("--prompt", prompt, "text the samples continue");
+    f.parse(argc, argv);
+    if (generate_count > 0) {
+      if (c.checkpoint.empty()) throw FlagError("--generate samples from a saved model: give it as --checkpoint FILE");
+      if (!std::filesystem::is_regular_file(c.checkpoint)) {
+        throw FlagError("--generate reads the model from --checkpoint, and '" + c.checkpoint + "' does not exist");
+      }
+    } else if (std::string checkpoint = c.checkpoint, why = writable_file()(checkpoint); !why.empty()) {
+      throw FlagError("--checkpoint: " + why);
+    } else if (c.shape.kind == "transformer" && c.shape.width % c.shape.heads != 0) {
+      throw FlagError("--width " + std::to_string(c.shape.width) + " must be divisible by --heads " +
+                      std::to_string(c.shape.heads) + " (each head takes an equal share of the width)");
+    }
+    if (threads > 0) set_num_threads(threads);
+    c.seconds = c.max_steps > 0 ? 0 : minutes * 60;
+
+    if (generate_count > 0) {
+      const auto [model, vocabulary] = load_charlm(c.checkpoint, c.device);
+      std::printf("%s%s\n", prompt.c_str(),
+                  generate(*model, vocabulary, prompt, generate_count, temperature, c.seed, c.device).c_str());
       return 0;
     }
-    CharLmConfig c;
-    c.shape.kind = f.str("model");
-    c.shape.context = f.integer("context");
-    c.shape.width = f.integer("width");
-    c.shape.layers = f.integer("layers");
-    c.shape.heads = f.integer("heads");
-    c.shape.hidden = f.integer("hidden");
-    c.shape.dropout = f.num("dropout");
-    c.batch_size = f.integer("batch-size");
-    c.seconds = f.num("minutes") * 60;
-    c.max_steps = f.integer("steps");
-    if (c.max_steps > 0) c.seconds = 0;
-    c.lr = f.num("lr");
-    c.eval_every = std::max<std::int64_t>(1, f.integer("eval-every"));
-    c.seed = seed;
-    c.device = device;
-    c.log = f.str("log");
-    c.checkpoint = checkpoint;
-    if (c.batch_size <= 0 || c.shape.context <= 0) {
-      throw std::invalid_argument("--batch-size and --context must be positive");
-    }
-    const std::string text = read_text(f.str("text"));
+    const std::string text = read_text(text_path);
     const auto [model, result] = train_charlm(text, c);
     std::printf("%lld steps in %.0f s: validation %.3f bits/character\n", static_cast<long long>(result.steps),
                 result.seconds, result.final_val_bpc);
-    const std::int64_t samples = count > 0 ? count : 300;
     for (int i = 0; i < 2; ++i) {
-      const std::string sample = generate(*model, result.vocabulary, f.str("prompt"), samples, f.num("temperature"),
-                                          seed + static_cast<std::uint64_t>(i), device);
-      std::printf("--- sample %d (temperature %s)\n%s%s\n", i + 1, f.str("temperature").c_str(),
-                  f.str("prompt").c_str(), sample.c_str());
+      const std::string sample = generate(*model, result.vocabulary, prompt, 300, temperature,
+                                          c.seed + static_cast<std::uint64_t>(i), c.device);
+      std::printf("--- sample %d (temperature %g)\n%s%s\n", i + 1, temperature, prompt.c_str(), sample.c_str());
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_charlm: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

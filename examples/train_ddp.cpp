@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
+#include <tuple>
 
 #include "support/models.h"
 #include "support/training.h"
@@ -29,35 +31,35 @@ int threads_per_rank() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_here);
 }
 
-int train_ddp(const Flags& flags) {
-  distributed::init_process_group({.backend = flags.str("backend")});
+struct DdpFlags {
+  TrainConfig train;
+  std::string model = "mlp", backend = "mpi";
+  double bucket_cap_mb = 25, first_bucket_cap_mb = 1;
+  double timeout_seconds = 60;  // KILN_DIST_TIMEOUT when set
+};
+
+int train_ddp(DdpFlags& flags) {
+  TrainConfig& c = flags.train;
+  distributed::init_process_group(
+      {.backend = flags.backend,
+       .timeout = std::chrono::milliseconds(static_cast<std::int64_t>(flags.timeout_seconds * 1000.0 + 0.5))});
   const int rank = distributed::get_rank(), world = distributed::get_world_size();
-  TrainConfig c = config_from(flags);
   // NCCL wants one GPU per rank: the rank's own on its machine, as its process group chose.
-  if (flags.str("backend") == "nccl" && c.device.is_cuda() && !c.device.has_index()) {
+  if (flags.backend == "nccl" && c.device.is_cuda() && !c.device.has_index()) {
     c.device = Device(DeviceType::CUDA, distributed::get_local_rank() % cuda::device_count());
-  }
-  if (c.plan || c.batch_size == 0 || !c.checkpoint_dir.empty() || c.resume) {
-    throw std::invalid_argument("train_ddp does not take --plan, --batch-size auto, --checkpoint-dir or --resume "
-                                "(train_mlp and train_cnn do)");
   }
   set_num_threads(c.threads > 0 ? c.threads : threads_per_rank());
   manual_seed(c.seed);
-  const std::string kind = flags.str("model");
   std::shared_ptr<nn::Module> model;
   std::function<Tensor(const Tensor&)> input;
-  if (kind == "mlp") {
+  if (flags.model == "mlp") {
     model = std::make_shared<Mlp>();
     input = [](const Tensor& images) { return normalize_fashion(images).flatten(1); };
-  } else if (kind == "cnn") {
+  } else {
     model = std::make_shared<Cnn>();
     input = [](const Tensor& images) { return normalize_fashion(images); };
-  } else {
-    throw std::invalid_argument("unknown --model '" + kind + "' (mlp or cnn)");
   }
   model->to(c.device);
-  nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = flags.num("bucket-cap-mb"),
-                                         .first_bucket_cap_mb = flags.num("first-bucket-cap-mb")});
   std::shared_ptr<data::Dataset> train_set = data::FashionMNIST::load(true, c.data_root);
   auto test_set = data::FashionMNIST::load(false, c.data_root);
   if (c.limit > 0 && static_cast<std::size_t>(c.limit) < train_set->size()) {
@@ -71,8 +73,22 @@ int train_ddp(const Flags& flags) {
   data::DataLoader loader(train_set, {.batch_size = static_cast<std::size_t>(batch), .sampler = sampler,
                                       .num_workers = c.workers, .pin_memory = c.device.is_cuda()});
   data::DataLoader test_loader(test_set, {.batch_size = 1000, .num_workers = c.workers});
+  // Every rank must run the same steps with the same model: ranks started with different
+  // flags are refused here, before the first collective, instead of meeting collectives of
+  // other sizes later.
+  distributed::check_same_across_ranks({{"--model (0 mlp, 1 cnn)", flags.model == "cnn"},
+                                        {"--epochs", c.epochs},
+                                        {"--batch-size", batch},
+                                        {"--seed", static_cast<std::int64_t>(c.seed)},
+                                        {"training samples (--limit)", static_cast<std::int64_t>(train_set->size())},
+                                        {"steps per epoch", static_cast<std::int64_t>(loader.size())},
+                                        {"parameters", model->num_parameters()}});
+  nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = flags.bucket_cap_mb,
+                                         .first_bucket_cap_mb = flags.first_bucket_cap_mb});
   auto opt = make_optimizer(c, ddp.parameters());
   optim::CosineAnnealingLR schedule(*opt, c.epochs);
+  std::ofstream log;
+  if (rank == 0 && !c.log.empty()) log = open_log(c.log, /*resumed=*/false, 0);
   if (rank == 0) {
     std::printf("%s\n%d ranks x %lld samples per step (global batch %lld), %d threads per rank, %lld parameters, "
                 "%s lr %g, %lld epochs on %s\n",
@@ -116,7 +132,8 @@ int train_ddp(const Flags& flags) {
     distributed::all_reduce(mean_loss, distributed::ReduceOp::AVG);
     if (rank == 0) {
       progress.finish();
-      accuracy = evaluate(*model, test_loader, c.device, input).first;
+      double test_loss = 0.0;
+      std::tie(accuracy, test_loss) = evaluate(*model, test_loader, c.device, input);
       const double per_step = 1000.0 / static_cast<double>(std::max<std::int64_t>(steps, 1));
       std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.2fs (%.0f samples/s over %d ranks)\n",
                   static_cast<long long>(epoch), mean_loss.item<double>(), 100 * accuracy, seconds,
@@ -128,6 +145,10 @@ int train_ddp(const Flags& flags) {
                   static_cast<long long>(bytes / std::max<std::int64_t>(steps, 1)),
                   static_cast<long long>(parameter_bytes));
       std::fflush(stdout);
+      if (log.is_open()) {
+        log << epoch << "," << mean_loss.item<double>() << "," << test_loss << "," << accuracy << "," << seconds << ","
+            << static_cast<double>(steps * batch * world) / seconds << "\n" << std::flush;
+      }
     }
     distributed::barrier();  // the others wait while rank 0 evaluates
   }
@@ -145,22 +166,39 @@ int train_ddp(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  TrainConfig defaults;
-  defaults.epochs = 10;
-  defaults.lr = 1e-3;
-  Flags flags("train_ddp", "train_mlp's or train_cnn's model across MPI ranks (DistributedDataParallel)");
-  flags.add("model", "mlp", "mlp or cnn");
-  flags.add("backend", "mpi", "mpi (CPU tensors; CUDA ones staged through host memory) or nccl (--device cuda)");
-  flags.add("bucket-cap-mb", "25", "DDP's gradient bucket size in MiB");
-  flags.add("first-bucket-cap-mb", "1", "the first (earliest launched) bucket's size in MiB");
-  add_common_flags(flags, defaults);
-  flags.parse(argc, argv);
-  return run_reporting_errors("train_ddp", [&] {
+  return run_program("train_ddp", [&] {
+    using namespace kiln::examples::flag_checks;
+    DdpFlags flags;
+    flags.train.epochs = 10;
+    flags.train.lr = 1e-3;
+    if (std::getenv("KILN_DIST_TIMEOUT") != nullptr) {
+      flags.timeout_seconds = static_cast<double>(distributed::default_timeout().count()) / 1000.0;
+    }
+    Flags f("train_ddp", "train_mlp's or train_cnn's model across MPI ranks (DistributedDataParallel)");
+    f.add("--model", flags.model, "mlp or cnn")->check(one_of({"mlp", "cnn"}));
+    f.add("--backend", flags.backend, "mpi (CPU tensors; CUDA ones staged through host memory) or nccl (--device cuda)")
+        ->check(one_of({"mpi", "nccl"}));
+    f.add("--bucket-cap-mb", flags.bucket_cap_mb, "DDP's gradient bucket size in MiB")
+        ->check(number(0, 1 << 20, /*exclusive_lo=*/true));
+    f.add("--first-bucket-cap-mb", flags.first_bucket_cap_mb, "the first (earliest launched) bucket's size in MiB")
+        ->check(number(0, 1 << 20, /*exclusive_lo=*/true));
+    f.add("--timeout", flags.timeout_seconds,
+          "seconds a collective waits for the other ranks before failing with an error naming them (default: "
+          "KILN_DIST_TIMEOUT, else 60)")
+        ->check(number(0, 1e7, /*exclusive_lo=*/true));
+    add_training_flags(f, flags.train, {.memory_plan = false, .checkpoints = false});
+    f.parse(argc, argv);
+    // The other ranks fail with this rank's message instead of waiting for it.
+    auto tell_the_others = [](const std::string& message) {
+      if (distributed::is_initialized()) distributed::default_group().report_failure(message);
+    };
     try {
       return train_ddp(flags);
+    } catch (const Error& e) {
+      tell_the_others(e.message());
+      throw;
     } catch (const std::exception& e) {
-      // The other ranks fail with this message instead of waiting for this one.
-      if (distributed::is_initialized()) distributed::default_group().report_failure(e.what());
+      tell_the_others(e.what());
       throw;
     }
   });

@@ -8,6 +8,8 @@
 // Read next: docs/internals.md.
 #include <kiln.h>
 
+#include "support/flags.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -57,7 +59,7 @@ void show_memory(const char* when) {
 
 }  // namespace
 
-int main() {
+int walk_through_one_step() {
   manual_seed(0);
   std::printf("1. Creation: every tensor's terms are fixed here (Note [The creation contract])\n");
   nn::Linear fc1(4, 8), fc2(8, 3);
@@ -118,4 +120,11 @@ int main() {
   std::printf("\n5. Memory: freed blocks stay cached for the next step (Note [CPU caching allocator]); on a\n"
               "   GPU the caching allocator does the same per stream (Note [Caching allocator]).\n");
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return kiln::examples::run_program("walkthrough", [&] {
+    kiln::examples::Flags("walkthrough", "one training step printed stage by stage, and its backward graph").parse(argc, argv);
+    return walk_through_one_step();
+  });
 }

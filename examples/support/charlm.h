@@ -29,6 +29,27 @@ namespace kiln::examples {
 /// lines holding "%").
 inline std::string default_fortunes_root() { return "/usr/share/games/fortunes"; }
 
+/// Refuses a file that is not text: a model trained on a program's bytes learns nothing useful
+/// and its samples would write raw control bytes to the terminal. Text holds no NUL byte and
+/// few control characters (the fortunes use tabs, backspaces and bells).
+inline void check_is_text(const std::string& bytes, const std::string& path) {
+  std::size_t control = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const unsigned char ch = static_cast<unsigned char>(bytes[i]);
+    if (ch == 0) {
+      throw std::runtime_error("'" + path + "' is not a text file (a NUL byte at offset " + std::to_string(i) +
+                               "): train on text, e.g. --text /usr/share/games/fortunes");
+    }
+    if ((ch < 32 && ch != '\n' && ch != '\t' && ch != '\r' && ch != '\f' && ch != '\b' && ch != '\a') || ch == 127) {
+      ++control;
+    }
+  }
+  if (control * 100 > bytes.size()) {
+    throw std::runtime_error("'" + path + "' is not a text file (" + std::to_string(control) + " of its " +
+                             std::to_string(bytes.size()) + " bytes are control characters)");
+  }
+}
+
 /// The text of a file, or of every topic file in a folder (sorted by name; the fortune
 /// database's index files, *.dat, and the *.u8 links left out).
 inline std::string read_text(const std::string& path) {
@@ -53,8 +74,11 @@ inline std::string read_text(const std::string& path) {
     if (!in) throw std::runtime_error("cannot read '" + f.string() + "'");
     std::ostringstream ss;
     ss << in.rdbuf();
-    text += ss.str();
+    const std::string part = ss.str();
+    check_is_text(part, f.string());
+    text += part;
   }
+  if (text.empty()) throw std::runtime_error("'" + path + "' holds no text (an empty file)");
   return text;
 }
 
@@ -75,8 +99,10 @@ class CharVocabulary {
     CharVocabulary v;
     std::istringstream in(list);
     for (std::string item; std::getline(in, item, ',');) {
-      const int b = std::stoi(item);
-      if (b < 0 || b > 255) throw std::runtime_error("checkpoint vocabulary holds a byte out of range: " + item);
+      std::int64_t b = -1;
+      if (!flag_checks::parse_integer(item, b) || b < 0 || b > 255) {
+        throw std::runtime_error("checkpoint's vocabulary holds '" + item + "', expected a byte (0 to 255)");
+      }
       v.bytes_.push_back(static_cast<unsigned char>(b));
     }
     v.index();
@@ -144,9 +170,27 @@ struct CharModelShape {
       if (it == m.end()) throw std::runtime_error(std::string("not a train_charlm checkpoint: no '") + key + "'");
       return it->second;
     };
-    return {get("kind"),           std::stoll(get("vocab")),  std::stoll(get("context")),
-            std::stoll(get("width")), std::stoll(get("layers")), std::stoll(get("heads")),
-            std::stoll(get("hidden")), std::stod(get("dropout"))};
+    auto positive = [&](const char* key) {
+      std::int64_t v = 0;
+      if (!flag_checks::parse_integer(get(key), v) || v < 1 || v > (1 << 20)) {
+        throw std::runtime_error(std::string("checkpoint's '") + key + "' is '" + get(key) +
+                                 "', expected an integer from 1 to " + std::to_string(1 << 20));
+      }
+      return v;
+    };
+    CharModelShape s{get("kind"), positive("vocab"), positive("context"), positive("width"),
+                     positive("layers"), positive("heads"), positive("hidden"), 0.0};
+    if (!flag_checks::parse_number(get("dropout"), s.dropout) || s.dropout < 0 || s.dropout >= 1) {
+      throw std::runtime_error("checkpoint's 'dropout' is '" + get("dropout") + "', expected a number in [0, 1)");
+    }
+    if (s.kind != "transformer" && s.kind != "lstm") {
+      throw std::runtime_error("checkpoint's 'kind' is '" + s.kind + "', expected transformer or lstm");
+    }
+    if (s.kind == "transformer" && s.width % s.heads != 0) {
+      throw std::runtime_error("checkpoint's width " + std::to_string(s.width) + " is not divisible by its " +
+                               std::to_string(s.heads) + " heads");
+    }
+    return s;
   }
 };
 

@@ -22,83 +22,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "flags.h"
 #include "kiln.h"
 
 namespace kiln::examples {
-
-/// --name value flags with defaults and --help.
-class Flags {
- public:
-  Flags(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
-  void add(const std::string& name, const std::string& default_value, const std::string& help) {
-    order_.push_back(name);
-    values_[name] = default_value;
-    help_[name] = help;
-  }
-  /// A flag without a value: present means on (--resume), or --name=0/1.
-  void add_switch(const std::string& name, const std::string& help) {
-    add(name, "0", help);
-    switches_.insert(name);
-  }
-  /// Parses argv; prints usage and exits on --help or an unknown flag.
-  void parse(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-      std::string arg = argv[i];
-      if (arg == "--help" || arg == "-h") usage(0);
-      if (arg.rfind("--", 0) != 0) usage(2, "unexpected argument '" + arg + "'");
-      arg = arg.substr(2);
-      std::string value;
-      if (const auto eq = arg.find('='); eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-      } else if (switches_.count(arg)) {
-        value = "1";
-      } else if (i + 1 < argc) {
-        value = argv[++i];
-      } else {
-        usage(2, "flag --" + arg + " needs a value");
-      }
-      if (!values_.count(arg)) usage(2, "unknown flag --" + arg);
-      values_[arg] = value;
-    }
-  }
-  std::string str(const std::string& name) const { return values_.at(name); }
-  bool on(const std::string& name) const { return integer(name) != 0; }
-  double num(const std::string& name) const {
-    return convert(name, [](const std::string& v) { return std::stod(v); });
-  }
-  std::int64_t integer(const std::string& name) const {
-    return convert(name, [](const std::string& v) { return static_cast<std::int64_t>(std::stoll(v)); });
-  }
-  Device device(const std::string& name) const {
-    return convert(name, [](const std::string& v) { return Device(v); });
-  }
-
- private:
-  /// The value of flag `name` through `parse`; a value it rejects is a usage error, not a crash.
-  template <class Parse>
-  std::invoke_result_t<Parse, const std::string&> convert(const std::string& name, const Parse& parse) const {
-    const std::string& value = values_.at(name);
-    try {
-      return parse(value);
-    } catch (const std::exception&) {
-      usage(2, "invalid value '" + value + "' for --" + name);
-    }
-  }
-
-  [[noreturn]] void usage(int code, const std::string& error = "") const {
-    if (!error.empty()) std::fprintf(stderr, "%s: %s\n\n", program_.c_str(), error.c_str());
-    std::printf("%s — %s\n\nflags:\n", program_.c_str(), summary_.c_str());
-    for (const std::string& n : order_) {
-      std::printf("  --%-14s %s (default: %s)\n", n.c_str(), help_.at(n).c_str(), values_.at(n).c_str());
-    }
-    std::exit(code);
-  }
-  std::string program_, summary_;
-  std::vector<std::string> order_;
-  std::map<std::string, std::string> values_, help_;
-  std::set<std::string> switches_;
-};
 
 /// Whether standard output is a person's terminal. mpirun hands every rank a pty of its own and
 /// forwards it, so isatty() is true under a launcher even when mpirun's output goes to a file.
@@ -187,6 +114,7 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;     // steps between checkpoints (0 = at each epoch's end)
   std::size_t keep_checkpoints = 3;      // the newest this many are kept
   bool resume = false;                   // continue from checkpoint_dir's newest valid checkpoint
+  bool overwrite = false;                // replace another run's checkpoints in checkpoint_dir
   int threads = 0;                       // CPU threads (0: adaptive, fixed when checkpointing)
   // Where tests kill a run: after each step (the global step count), after each epoch's end
   // (its checkpoint written), and inside a checkpoint write (CheckpointDirOptions).
@@ -195,50 +123,91 @@ struct TrainConfig {
   std::function<void(const std::string& unpublished_path)> before_checkpoint_publish{};
 };
 
-inline void add_common_flags(Flags& f, const TrainConfig& defaults) {
-  f.add("epochs", std::to_string(defaults.epochs), "passes over the training set");
-  f.add("batch-size", std::to_string(defaults.batch_size),
-        "samples per step, or auto: the largest batch whose planned step fits the device's free memory");
-  f.add_switch("plan", "print the memory plan of one training step (kiln::memory::plan) and exit");
-  f.add("lr", std::to_string(defaults.lr), "learning rate (peak of the cosine schedule)");
-  f.add("optimizer", defaults.optimizer, "adam, adamw or sgd (momentum 0.9)");
-  f.add("seed", std::to_string(defaults.seed), "seed for initialisation and shuffling");
-  f.add("workers", std::to_string(defaults.workers), "DataLoader worker threads");
-  f.add("device", defaults.device.str(), "cpu or cuda");
-  f.add("checkpoint", defaults.checkpoint, "write the trained weights here (safetensors)");
-  f.add("log", defaults.log, "write per-epoch loss/accuracy here (CSV, plot with scripts/plot_log.sh)");
-  f.add("data", defaults.data_root, "Fashion-MNIST directory");
-  f.add("limit", "0", "train on only this many samples (0 = all)");
-  f.add("checkpoint-dir", defaults.checkpoint_dir, "write training checkpoints (model, optimizer, schedule, data "
-        "position, RNG) into this folder");
-  f.add("checkpoint-every", std::to_string(defaults.checkpoint_every), "steps between checkpoints (0 = each epoch)");
-  f.add("keep-checkpoints", std::to_string(defaults.keep_checkpoints), "how many of the newest checkpoints to keep");
-  f.add_switch("resume", "continue from the newest valid checkpoint in --checkpoint-dir");
-  f.add("threads", "0", "CPU threads (0 = all cores, backing off when the machine is busy; fixed when "
-        "checkpointing)");
+// The flags' ranges (Note [Flags are checked before work]).
+inline constexpr std::int64_t kMaxEpochs = 1'000'000;
+inline constexpr std::int64_t kMaxBatch = 1 << 20;
+inline constexpr std::int64_t kMaxWorkers = 256;
+inline constexpr std::int64_t kMaxThreads = 1024;
+inline constexpr std::int64_t kMaxSamples = 1'000'000'000;
+
+/// Which of the shared flags a program takes: train_ddp has no memory plan and no checkpoint
+/// folder, so it does not offer their flags at all.
+struct TrainingFlags {
+  bool memory_plan = true;   // --plan and --batch-size auto
+  bool checkpoints = true;   // --checkpoint-dir, --checkpoint-every, --keep-checkpoints, --resume, --overwrite
+};
+
+/// A batch size: a positive integer, or "auto" where the program can plan one.
+inline CLI::Validator batch_size_check(bool allow_auto) {
+  return CLI::Validator(
+      [allow_auto](std::string& value) -> std::string {
+        std::int64_t v = 0;
+        if (allow_auto && value == "auto") return {};
+        if (flag_checks::parse_integer(value, v) && v >= 1 && v <= kMaxBatch) return {};
+        return "expected an integer from 1 to " + std::to_string(kMaxBatch) + (allow_auto ? " or auto" : "") +
+               ", got '" + value + "'";
+      },
+      allow_auto ? "1.." + std::to_string(kMaxBatch) + "|auto" : "1.." + std::to_string(kMaxBatch));
 }
 
-inline TrainConfig config_from(const Flags& f) {
-  TrainConfig c;
-  c.epochs = f.integer("epochs");
-  c.batch_size = f.str("batch-size") == "auto" ? 0 : f.integer("batch-size");
-  if (c.batch_size < 0) throw std::invalid_argument("--batch-size must be positive or auto");
-  c.plan = f.on("plan");
-  c.lr = f.num("lr");
-  c.optimizer = f.str("optimizer");
-  c.seed = static_cast<std::uint64_t>(f.integer("seed"));
-  c.workers = static_cast<std::size_t>(f.integer("workers"));
-  c.device = f.device("device");
-  c.checkpoint = f.str("checkpoint");
-  c.log = f.str("log");
-  c.data_root = f.str("data");
-  c.limit = f.integer("limit");
-  c.checkpoint_dir = f.str("checkpoint-dir");
-  c.checkpoint_every = f.integer("checkpoint-every");
-  c.keep_checkpoints = static_cast<std::size_t>(f.integer("keep-checkpoints"));
-  c.resume = f.on("resume");
-  c.threads = static_cast<int>(f.integer("threads"));
-  return c;
+/// Declares the flags the training programs share, each bound to its field of `c` (whose
+/// values are the defaults --help shows).
+inline void add_training_flags(Flags& f, TrainConfig& c, TrainingFlags which = {}) {
+  using namespace flag_checks;
+  f.add("--epochs", c.epochs, "passes over the training set")->check(integer(1, kMaxEpochs));
+  f.add_function(
+       "--batch-size",
+       [&c](const std::string& v) {
+         std::int64_t n = 0;
+         c.batch_size = flag_checks::parse_integer(v, n) ? n : 0;  // the check let only "auto" through otherwise
+       },
+       which.memory_plan ? "samples per step, or auto: the largest batch whose planned step fits the device's free "
+                           "memory"
+                         : "samples per step",
+       std::to_string(c.batch_size))
+      ->check(batch_size_check(which.memory_plan));
+  if (which.memory_plan) {
+    f.add_switch("--plan", c.plan, "print the memory plan of one training step (kiln::memory::plan) and exit");
+  }
+  f.add("--lr", c.lr, "learning rate (peak of the cosine schedule)")->check(number(0, 1000, /*exclusive_lo=*/true));
+  f.add("--optimizer", c.optimizer, "adam, adamw or sgd (momentum 0.9)")->check(one_of({"adam", "adamw", "sgd"}));
+  f.add("--seed", c.seed, "seed for initialisation and shuffling")
+      ->check(integer(0, std::numeric_limits<std::int64_t>::max()));
+  f.add("--workers", c.workers, "DataLoader worker threads")->check(integer(0, kMaxWorkers));
+  f.add_function(
+       "--device", [&c](const std::string& v) { c.device = Device(v); }, "cpu, cuda or cuda:N", c.device.str())
+      ->check(device());
+  f.add("--checkpoint", c.checkpoint, "write the trained weights here (safetensors)")->check(writable_file());
+  f.add("--log", c.log, "write per-epoch loss/accuracy here (CSV, plot with scripts/plot_log.sh)")
+      ->check(writable_file());
+  f.add("--data", c.data_root, "Fashion-MNIST folder")->check(existing_folder());
+  f.add("--limit", c.limit, "train on only this many samples (0 = all)")->check(integer(0, kMaxSamples));
+  if (which.checkpoints) {
+    f.add("--checkpoint-dir", c.checkpoint_dir,
+          "write training checkpoints (model, optimizer, schedule, data position, RNG) into this folder")
+        ->check(writable_folder());
+    f.add("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (0 = each epoch)")
+        ->check(integer(0, std::numeric_limits<std::int64_t>::max()));
+    f.add("--keep-checkpoints", c.keep_checkpoints, "how many of the newest checkpoints to keep (0 = all)")
+        ->check(integer(0, 1'000'000));
+    f.add_switch("--resume", c.resume, "continue the run in --checkpoint-dir from its newest valid checkpoint");
+    f.add_switch("--overwrite", c.overwrite, "replace the checkpoints another run left in --checkpoint-dir");
+  }
+  f.add("--threads", c.threads,
+        "CPU threads (0 = all cores, backing off when the machine is busy; fixed when checkpointing)")
+      ->check(integer(0, kMaxThreads));
+}
+
+/// The flags that define a run: a resumed run must be given the same ones (it cannot honour
+/// a new learning rate or optimizer halfway through a schedule), so the checkpoint keeps them.
+inline std::map<std::string, std::string> run_flags(const TrainConfig& c) {
+  char lr[32];
+  std::snprintf(lr, sizeof lr, "%.17g", c.lr);
+  return {{"epochs", std::to_string(c.epochs)},
+          {"batch-size", c.batch_size == 0 ? "auto" : std::to_string(c.batch_size)},
+          {"lr", lr},                                  {"optimizer", c.optimizer},
+          {"seed", std::to_string(c.seed)},            {"limit", std::to_string(c.limit)},
+          {"mixed-precision", c.mixed_precision ? "on" : "off"}};
 }
 
 inline std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, const TensorList& params) {
@@ -291,19 +260,113 @@ struct LoopPosition {
       if (it == v.end()) throw std::runtime_error(std::string("checkpoint lacks the loop value '") + key + "'");
       return it->second;
     };
+    auto integer = [&](const char* key) {
+      std::int64_t x = 0;
+      if (!flag_checks::parse_integer(get(key), x) || x < 0) {
+        throw std::runtime_error(std::string("checkpoint's loop value '") + key + "' is '" + get(key) +
+                                 "', expected a non-negative integer");
+      }
+      return x;
+    };
+    auto number = [&](const char* key, const std::string& text) {
+      double x = 0;
+      if (!flag_checks::parse_number(text, x)) {
+        throw std::runtime_error(std::string("checkpoint's loop value '") + key + "' holds '" + text +
+                                 "', expected a number");
+      }
+      return x;
+    };
     LoopPosition p;
-    p.epoch = std::stoll(get("epoch"));
+    p.epoch = integer("epoch");
     p.epoch_done = get("epoch_done") == "1";
-    p.step = std::stoll(get("step"));
-    p.loss_sum = std::stod(get("loss_sum"));
-    p.steps = std::stoll(get("steps"));
-    p.samples = std::stoll(get("samples"));
-    p.test_accuracy = std::stod(get("test_accuracy"));
+    p.step = integer("step");
+    p.loss_sum = number("loss_sum", get("loss_sum"));
+    p.steps = integer("steps");
+    p.samples = integer("samples");
+    p.test_accuracy = number("test_accuracy", get("test_accuracy"));
     std::istringstream losses(get("train_losses"));
-    for (std::string l; losses >> l;) p.train_losses.push_back(std::stod(l));
+    for (std::string l; losses >> l;) p.train_losses.push_back(number("train_losses", l));
     return p;
   }
 };
+
+/// The checkpoint folder of a run (none without --checkpoint-dir), refused before any work when
+/// it holds another run's checkpoints and neither --resume nor --overwrite says what to do
+/// with them.
+inline std::optional<checkpoint::CheckpointDir> open_checkpoint_dir(const TrainConfig& c) {
+  if (c.checkpoint_dir.empty()) {
+    if (c.resume) throw FlagError("--resume needs --checkpoint-dir (the folder of the run to continue)");
+    if (c.overwrite) throw FlagError("--overwrite needs --checkpoint-dir (the folder whose checkpoints it replaces)");
+    return std::nullopt;
+  }
+  if (c.resume && c.overwrite) throw FlagError("--resume and --overwrite contradict each other: give one");
+  std::optional<checkpoint::CheckpointDir> dir;
+  dir.emplace(c.checkpoint_dir, checkpoint::CheckpointDirOptions{.keep_last = c.keep_checkpoints,
+                                                                 .overwrite = c.overwrite,
+                                                                 .before_publish = c.before_checkpoint_publish});
+  if (!c.resume && !c.overwrite) {
+    const std::vector<std::string> existing = dir->list();
+    if (!existing.empty()) {
+      throw FlagError("--checkpoint-dir '" + c.checkpoint_dir + "' holds another run's checkpoints (" +
+                      std::to_string(existing.size()) + ", the newest " +
+                      std::filesystem::path(existing.back()).filename().string() +
+                      "): pass --resume to continue that run, or --overwrite to replace it");
+    }
+  }
+  return dir;
+}
+
+/// Refuses to resume a run with flags that differ from the ones it was saved with: its
+/// optimizer state and schedule belong to those (older checkpoints, which did not record
+/// them, are not checked).
+inline void check_same_run(const TrainConfig& c, const std::map<std::string, std::string>& saved,
+                           const std::string& path) {
+  for (const auto& [flag, value] : run_flags(c)) {
+    const auto it = saved.find("run." + flag);
+    if (it == saved.end() || it->second == value) continue;
+    auto shown = [&flag](const std::string& v) {
+      return flag == "mixed-precision" ? "mixed precision " + v : "--" + flag + " " + v;
+    };
+    throw FlagError(shown(value) + " differs from the run being resumed (" +
+                    std::filesystem::path(path).filename().string() + " was saved with " + shown(it->second) +
+                    "): a resumed run keeps the flags it started with; resume with the same ones, or start anew "
+                    "with --overwrite or another --checkpoint-dir");
+  }
+}
+
+inline constexpr const char* kLogHeader = "epoch,train_loss,test_loss,test_accuracy,seconds,samples_per_second";
+
+/// The CSV log, opened for appending. A fresh run starts it with its header. A resumed run
+/// keeps the header once and one line for each epoch its checkpoint had finished (the first
+/// such line: a run killed between writing an epoch's line and its checkpoint wrote it
+/// twice), and drops the rest, so that the epochs it runs again are not repeated.
+inline std::ofstream open_log(const std::string& path, bool resumed, std::size_t finished_epochs) {
+  std::vector<std::string> kept;
+  if (resumed) {
+    std::ifstream in(path);
+    std::set<std::int64_t> seen;
+    for (std::string line; std::getline(in, line);) {
+      std::int64_t epoch = 0;
+      if (!flag_checks::parse_integer(line.substr(0, line.find(',')), epoch)) continue;  // the header, or junk
+      if (epoch >= 1 && epoch <= static_cast<std::int64_t>(finished_epochs) && seen.insert(epoch).second) {
+        kept.push_back(line);
+      }
+    }
+  }
+  const std::string unpublished = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(unpublished, std::ios::trunc);
+    out << kLogHeader << "\n";
+    for (const std::string& line : kept) out << line << "\n";
+    if (!out.flush()) throw std::runtime_error("cannot write the log '" + path + "'");
+  }
+  std::error_code error;
+  std::filesystem::rename(unpublished, path, error);
+  if (error) throw std::runtime_error("cannot write the log '" + path + "': " + error.message());
+  std::ofstream log(path, std::ios::app);
+  if (!log) throw std::runtime_error("cannot write the log '" + path + "'");
+  return log;
+}
 
 /// --batch-size auto and --plan: picks the largest batch whose planned step fits (setting
 /// `batch_size`), and with --plan prints the plan of a step at that batch. Returns a result
@@ -352,6 +415,7 @@ inline std::optional<TrainResult> plan_memory(nn::Module& model, const data::Dat
 inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train_set,
                          std::shared_ptr<data::Dataset> test_set, const TrainConfig& c,
                          const std::function<Tensor(const Tensor&)>& input) {
+  std::optional<checkpoint::CheckpointDir> checkpoints = open_checkpoint_dir(c);
   std::shared_ptr<data::Dataset> train = train_set;
   if (c.limit > 0 && static_cast<std::size_t>(c.limit) < train_set->size()) {
     std::vector<std::size_t> first(static_cast<std::size_t>(c.limit));
@@ -371,13 +435,6 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
   // Disabled (a pass-through) unless mixed precision is on; see examples/amp_train.cpp.
   amp::GradScaler scaler({.enabled = c.mixed_precision});
 
-  if (c.resume && c.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
-  std::optional<checkpoint::CheckpointDir> checkpoints;
-  if (!c.checkpoint_dir.empty()) {
-    checkpoints.emplace(c.checkpoint_dir, checkpoint::CheckpointDirOptions{
-                                              .keep_last = c.keep_checkpoints,
-                                              .before_publish = c.before_checkpoint_publish});
-  }
   // Bit-identical resumption needs the same thread count before and after the kill: oneDNN's
   // last bits depend on it, and the adaptive count backs off when the machine is busy.
   if (c.threads > 0) {
@@ -392,10 +449,12 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
   LoopPosition at;
   bool resumed = false;
   if (c.resume) {
-    if (const auto path = checkpoints->resume(state)) {
-      at = LoopPosition::from(state.values);
+    if (const auto found = checkpoints->latest()) {
+      check_same_run(c, found->contents.values, found->path);
+      checkpoint::restore(state, found->contents.tensors);
+      at = LoopPosition::from(found->contents.values);
       resumed = true;
-      std::printf("resumed from %s: epoch %lld%s, step %lld\n", path->c_str(), static_cast<long long>(at.epoch),
+      std::printf("resumed from %s: epoch %lld%s, step %lld\n", found->path.c_str(), static_cast<long long>(at.epoch),
                   at.epoch_done ? " done" : "", static_cast<long long>(at.step));
       if (at.epoch_done) at = {.epoch = at.epoch + 1, .step = at.step, .train_losses = at.train_losses,
                                .test_accuracy = at.test_accuracy};
@@ -405,15 +464,12 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
   }
   auto save_checkpoint = [&] {
     state.values = at.values();
+    for (const auto& [flag, value] : run_flags(c)) state.values["run." + flag] = value;
     checkpoints->save(at.step, state);
   };
 
   std::ofstream log;
-  if (!c.log.empty()) {
-    const bool append = resumed && std::filesystem::exists(c.log);
-    log.open(c.log, append ? std::ios::app : std::ios::trunc);
-    if (!append) log << "epoch,train_loss,test_loss,test_accuracy,seconds,samples_per_second\n";
-  }
+  if (!c.log.empty()) log = open_log(c.log, resumed, at.train_losses.size());
   std::printf("%s\n%lld parameters, %zu training samples, batch %lld, %s lr %g, %lld epochs on %s\n",
               model.repr().c_str(), static_cast<long long>(model.num_parameters()), train->size(),
               static_cast<long long>(batch_size), c.optimizer.c_str(), c.lr, static_cast<long long>(c.epochs),
@@ -497,32 +553,17 @@ inline TrainResult train_fashion_mnist(nn::Module& model, const TrainConfig& c,
                input);
 }
 
-/// Runs the body of an example's main(): a Kiln error, or a bad flag value met while running
-/// (--optimizer, --device), is reported as "program: message" with exit code 1.
-template <class Body>
-int run_reporting_errors(const char* program, Body body) {
-  try {
-    return body();
-  } catch (const Error& e) {
-    std::fprintf(stderr, "%s: %s\n", program, e.message().c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", program, e.what());
-  }
-  return 1;
-}
-
-/// The whole main() of a program that trains `Model` on Fashion-MNIST: the common flags with
-/// these defaults, the seed, training, and a failure reported as "program: message".
+/// The whole main() of a program that trains `Model` on Fashion-MNIST: the shared flags with
+/// these defaults, the seed, training, all inside the programs' error boundary.
 template <class Model>
-int train_main(int argc, char** argv, const char* program, const char* summary, const TrainConfig& defaults,
+int train_main(int argc, char** argv, const char* program, const char* summary, TrainConfig config,
                const std::function<Tensor(const Tensor&)>& input) {
-  Flags flags(program, summary);
-  add_common_flags(flags, defaults);
-  flags.parse(argc, argv);
-  const TrainConfig config = config_from(flags);
-  manual_seed(config.seed);
-  Model model;
-  return run_reporting_errors(program, [&] {
+  return run_program(program, [&] {
+    Flags flags(program, summary);
+    add_training_flags(flags, config);
+    flags.parse(argc, argv);
+    manual_seed(config.seed);
+    Model model;
     train_fashion_mnist(model, config, input);
     return 0;
   });
