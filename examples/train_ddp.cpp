@@ -179,9 +179,9 @@ int main(int argc, char** argv) {
     f.add("--backend", flags.backend, "mpi (CPU tensors; CUDA ones staged through host memory) or nccl (--device cuda)")
         ->check(one_of({"mpi", "nccl"}));
     f.add("--bucket-cap-mb", flags.bucket_cap_mb, "DDP's gradient bucket size in MiB")
-        ->check(number(0, 1 << 20, /*exclusive_lo=*/true));
+        ->check(number(0, 1e6, /*exclusive_lo=*/true));
     f.add("--first-bucket-cap-mb", flags.first_bucket_cap_mb, "the first (earliest launched) bucket's size in MiB")
-        ->check(number(0, 1 << 20, /*exclusive_lo=*/true));
+        ->check(number(0, 1e6, /*exclusive_lo=*/true));
     f.add("--timeout", flags.timeout_seconds,
           "seconds a collective waits for the other ranks before failing with an error naming them (default: "
           "KILN_DIST_TIMEOUT, else 60)")

@@ -82,7 +82,7 @@ inline CLI::Validator number(double lo, double hi, bool exclusive_lo = false) {
     std::snprintf(text, sizeof text, "%g", x);
     return std::string(text);
   };
-  const std::string range = (exclusive_lo ? "(" : "[") + show(lo) + ", " + show(hi) + "]";
+  const std::string range = (exclusive_lo ? "(" : "[") + show(lo) + "," + show(hi) + "]";
   return CLI::Validator(
       [=](std::string& value) -> std::string {
         double v = 0;
@@ -163,7 +163,7 @@ inline CLI::Validator writable_file() {
         }
         return {};
       },
-      "FILE");
+      "OUTPUT_FILE");
 }
 
 /// A folder that exists and takes new files, or that can be created (its nearest existing
@@ -184,7 +184,7 @@ inline CLI::Validator writable_folder() {
         }
         return {};
       },
-      "DIR");
+      "OUTPUT_DIR");
 }
 
 inline CLI::Validator existing_file() {
@@ -234,6 +234,8 @@ class Flags {
     app_.allow_extras();  // reported by parse() in Kiln's words
     app_.set_help_flag("-h,--help", "print this help and exit");
     app_.option_defaults()->always_capture_default();
+    // As Python's argparse: a flag given twice takes its last value.
+    app_.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
 
   /// A flag whose value is parsed into `target`; its current value is the default shown.
@@ -259,9 +261,7 @@ class Flags {
       std::printf("%s", app_.help().c_str());
       throw HelpShown{};
     } catch (const CLI::ArgumentMismatch& e) {
-      throw FlagError(flag_of(e.what()) + (std::string(e.what()).find("missing") != std::string::npos
-                                               ? ": needs a value"
-                                               : ": given more than once"));
+      throw FlagError(flag_of(e.what()) + ": needs a value");
     } catch (const CLI::ParseError& e) {
       throw FlagError(e.what());
     }

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -201,8 +202,10 @@ inline void add_training_flags(Flags& f, TrainConfig& c, TrainingFlags which = {
 /// The flags that define a run: a resumed run must be given the same ones (it cannot honour
 /// a new learning rate or optimizer halfway through a schedule), so the checkpoint keeps them.
 inline std::map<std::string, std::string> run_flags(const TrainConfig& c) {
+  // The shortest text that reads back as the same double: exact, and what the user typed.
   char lr[32];
-  std::snprintf(lr, sizeof lr, "%.17g", c.lr);
+  const auto written = std::to_chars(lr, lr + sizeof lr, c.lr);
+  *written.ptr = '\0';
   return {{"epochs", std::to_string(c.epochs)},
           {"batch-size", c.batch_size == 0 ? "auto" : std::to_string(c.batch_size)},
           {"lr", lr},                                  {"optimizer", c.optimizer},
