@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.."
 #                       is left, and a step with nothing left is reported as skipped, so the
 #                       report is always complete before the device tool's own limit; 0: no budget
 #   KILN_GPU_REHEARSAL  set by scripts/gpu_rehearse.sh: says so at the top of the report
+#   KILN_GPU_COMMIT     the commit named in the report, where this folder is no git checkout
 build="${KILN_GPU_BUILD:-build-gpu}"
 budget="${KILN_GPU_BUDGET_S:-480}"
 logs="$build/report"  # every log; packed into $OUT/gpu-logs.tar.gz at the end
@@ -48,10 +49,12 @@ section() {
   current_start=$(date +%s)
   printf '\n## %s\n\n' "$1" >>"$report"
 }
-# CPU seconds (user + system) spent so far by the commands this script waited for: the build's
-# CPU time over the cores it may use is what a machine with more cores would take.
-cpu_children() {
-  times | tail -1 | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'
+# CPU seconds (user + system) spent so far by the commands this script waited for: a step's CPU
+# time over a machine's cores is about what it takes there. `times` must run in this shell, not
+# in a $(...) subshell, which has waited for nothing: cpu_mark writes it down, cpu_read reads it.
+cpu_mark() { times >"$logs/times.txt"; }
+cpu_read() {
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$logs/times.txt"
 }
 # limit SECONDS: SECONDS, or less when the budget has less left (20 s kept for the report's end).
 limit() {
@@ -128,7 +131,7 @@ configure_s=$(elapsed)
   echo "# Kiln GPU check"
   echo
   echo "Written by \`scripts/gpu_check.sh\` on $(date -u +%Y-%m-%dT%H:%MZ) at commit" \
-       "$(git rev-parse --short HEAD 2>/dev/null || echo unknown); committed as \`docs/gpu-report.md\`."
+       "${KILN_GPU_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}; committed as \`docs/gpu-report.md\`."
   if [ -n "${KILN_GPU_REHEARSAL:-}" ]; then
     echo
     echo "**Rehearsal** (\`scripts/gpu_rehearse.sh\`) on a machine without a GPU, in the GPU machine's"
@@ -161,13 +164,16 @@ for p in ("nvidia-cudnn-cu13", "nvidia-nccl-cu13", "nvidia-cublas", "torch"):
 timings+=("| Configure | $configure_s |")
 
 section "Build"
-cpu_before=$(cpu_children)
+cpu_mark
+cpu_before=$(cpu_read)
 if [ "$configured" -eq 0 ] && timeout "$(limit 100000)" cmake --build "$build" --parallel "$jobs" >>"$log" 2>&1; then
-  echo "Built with CUDA on $jobs cores: $(($(date +%s) - current_start)) s, $(($(cpu_children) - cpu_before)) CPU seconds." >>"$report"
-  # What the dynamic loader resolves for a test program, with this script's LD_LIBRARY_PATH: a
+  cpu_mark
+  echo "Built with CUDA on $jobs cores: $(($(date +%s) - current_start)) s, $(($(cpu_read) - cpu_before)) CPU seconds." >>"$report"
+  # What the dynamic loader resolves for the test programs, with this script's LD_LIBRARY_PATH: a
   # library 'not found' here fails every CUDA test before it starts.
-  { echo; echo "Run-time libraries of kiln_core_tests (ldd):"; echo '```'
-    ldd "$build/tests/kiln_core_tests" 2>&1 | grep -E 'cudnn|cublas|nccl|cudart|libcuda\.|not found'
+  { echo; echo "Run-time libraries of kiln_core_tests and kiln_nccl_tests (ldd):"; echo '```'
+    ldd "$build/tests/kiln_core_tests" "$build/tests/kiln_nccl_tests" 2>&1 |
+      grep -E 'cudnn|cublas|nccl|cudart|libcuda\.|not found' | sed 's/ (0x[0-9a-f]*)$//' | sort -u
     echo '```'; } >>"$report"
 else
   echo "**configure or build failed** (last lines of the log):" >>"$report"
@@ -180,19 +186,25 @@ fi
 
 section "Tests"
 tests_failed=0
-cpu_before=$(cpu_children)
+cpu_mark
+cpu_before=$(cpu_read)
 timeout "$(limit 420)" ctest --test-dir "$build" -j "$test_jobs" --timeout 300 >"$logs/ctest.log" 2>&1
+cpu_mark
 grep -E "tests passed|tests failed" "$logs/ctest.log" >>"$report" ||
   echo "**ctest did not finish** within the budget" >>"$report"
-echo "ctest -j $test_jobs: $(($(date +%s) - current_start)) s, $(($(cpu_children) - cpu_before)) CPU seconds." >>"$report"
-# GPU test names carry Cuda, CUDA or Gpu (the device-parametrised instances, MemoryPlanOnGpu).
-gpu='Cuda|CUDA|Gpu|GPU'
-echo "GPU tests run: $(grep -E "$gpu" "$logs/ctest.log" | grep -cE ' Passed|\*\*\*Failed| Failed')," \
-     "skipped: $(grep -E "$gpu" "$logs/ctest.log" | grep -c 'Skipped')" >>"$report"
-if grep -q "(Failed)\|(Timeout)\|Exception\|\*\*\*Failed" "$logs/ctest.log"; then
+echo "ctest -j $test_jobs: $(($(date +%s) - current_start)) s, $(($(cpu_read) - cpu_before)) CPU seconds." >>"$report"
+# A GPU test skips where CUDA is not available; its name says Cuda, CUDA, Gpu or GPU (the device-
+# parametrised instances, MemoryPlanOnGpu). On the GPU machine none of those may skip.
+gpu_skipped=$(grep '\*\*\*Skipped' "$logs/ctest.log" | grep -E 'Cuda|CUDA|Gpu|GPU' | sed -E 's/^.*Test +#[0-9]+: ([^ ]+).*/\1/')
+echo "Skipped: $(grep -c '\*\*\*Skipped' "$logs/ctest.log"), of which $(grep -c . <<<"$gpu_skipped") name CUDA or a GPU." >>"$report"
+if [ -n "$gpu_skipped" ] && [ -z "${KILN_GPU_REHEARSAL:-}" ]; then
+  { echo; echo "GPU tests that skipped:"; echo '```'; head -30 <<<"$gpu_skipped"; echo '```'; } >>"$report"
+fi
+# Anything but ctest's "100% tests passed, 0 tests failed" (a crash, a timeout, a cut run) fails.
+if ! grep -q " 0 tests failed" "$logs/ctest.log"; then
   tests_failed=1
-  { echo; echo "Failures:"; echo '```'
-    grep -E "\(Failed\)|\(Timeout\)|Exception|\*\*\*Failed" "$logs/ctest.log" | head -40; echo '```'; } >>"$report"
+  { echo; echo "Failures (ctest's list):"; echo '```'
+    sed -n '/The following tests FAILED/,$p' "$logs/ctest.log" | grep -E '^\s+[0-9]+ - ' | head -40; echo '```'; } >>"$report"
   timeout "$(limit 60)" ctest --test-dir "$build" --rerun-failed --output-on-failure 2>&1 | tail -150 >"$logs/failures.log"
 fi
 
@@ -213,7 +225,9 @@ run_example() {  # name, seconds, arguments...
   elif [ "$seconds" -lt 10 ]; then
     echo "- \`$name $*\`: skipped: the ${budget}-second budget is spent" >>"$report"
   elif timeout "$seconds" "$build/examples/$name" "$@" >"$logs/$name.log" 2>&1; then
-    echo "- \`$name $*\`: $(grep -E 'final|accuracy|bits/character|scale|bandwidth|GB/s|overlap|speed|Peak (allocated|reserved)|batch-size auto' "$logs/$name.log" | tail -4 | tr '\n' ';')" >>"$report"
+    local summary
+    summary=$(grep -E 'final|accuracy|bits/character|scale|bandwidth|GB/s|overlap|speed|Peak (allocated|reserved)|batch-size auto' "$logs/$name.log" | tail -4 | tr '\n' ';')
+    echo "- \`$name $*\`: ${summary:-$(grep . "$logs/$name.log" | tail -1)}" >>"$report"
   else
     echo "- \`$name $*\`: **failed** (exit $?): $(tail -3 "$logs/$name.log" | tr '\n' ' ')" >>"$report"
   fi
