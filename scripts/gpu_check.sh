@@ -172,7 +172,7 @@ if [ "$configured" -eq 0 ] && timeout "$(limit 100000)" cmake --build "$build" -
   # What the dynamic loader resolves for the test programs, with this script's LD_LIBRARY_PATH: a
   # library 'not found' here fails every CUDA test before it starts.
   { echo; echo "Run-time libraries of kiln_core_tests and kiln_nccl_tests (ldd):"; echo '```'
-    ldd "$build/tests/kiln_core_tests" "$build/tests/kiln_nccl_tests" 2>&1 |
+    for program in kiln_core_tests kiln_nccl_tests; do ldd "$build/tests/$program" 2>&1; done |
       grep -E 'cudnn|cublas|nccl|cudart|libcuda\.|not found' | sed 's/ (0x[0-9a-f]*)$//' | sort -u
     echo '```'; } >>"$report"
 else
@@ -238,8 +238,8 @@ run_example amp_train 150 --device cuda --epochs 1 --batch-size 512
 run_example fgsm 120 --device cuda --epochs 1 --png "$logs/fgsm.png"
 run_example pinned_pipeline 120 --device cuda --epochs 1
 # The sequence models: attention, and the LSTM's fused step (core/cuda/rnn.cu).
-run_example train_charlm 100 --device cuda --minutes 1 --text "$PWD/.gpu-deps/fortunes"
-run_example train_charlm 100 --device cuda --minutes 1 --model lstm --text "$PWD/.gpu-deps/fortunes"
+run_example train_charlm 70 --device cuda --minutes 0.5 --text "$PWD/.gpu-deps/fortunes"
+run_example train_charlm 70 --device cuda --minutes 0.5 --model lstm --text "$PWD/.gpu-deps/fortunes"
 
 section "Memory plan against cuda::memory_stats (kiln::memory::plan)"
 timeout "$(limit 120)" "$build/tests/kiln_memory_tests" --gtest_filter='MemoryPlanOnGpu.*' >"$logs/memory_plan.log" 2>&1

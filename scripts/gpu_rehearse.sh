@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 #   --head          rehearse the last commit (exported to build-rehearse/head, as a fresh clone has
 #                   it), not the working tree with its uncommitted changes; builds in build-head/
 #   --wheel-cublas  hide the toolkit's cuBLAS too and take it from the nvidia-cublas wheel, as on a
-#                   GPU image whose toolkit has none (KILN_CUBLAS_ROOT; the wheel is ~550 MB)
+#                   GPU image whose toolkit has none (KILN_CUBLAS_ROOT; a 420 MB wheel); builds in
+#                   a folder of its own (build-wheel-cublas/, build-head-wheel-cublas/)
 #   -- COMMAND...   run COMMAND in the layout instead of gpu_check.sh (a shell to look around:
 #                   `-- bash`, or one configure: `-- cmake -S . -B build-rehearse/try ...`)
 #
@@ -61,6 +62,7 @@ else
   src=$root
   build=$dir/build
 fi
+((wheel_cublas)) && build=$build-wheel-cublas
 
 # What the overlay hides, as globs under /usr (a glob that matches nothing is skipped).
 u=/usr/lib/$multiarch
@@ -97,10 +99,24 @@ if ((!inside)); then
   ((clean)) && rm -rf "$build"
   bash scripts/gpu_deps.sh
   if ((head)); then
-    rm -rf "$src"
-    mkdir -p "$src"
-    git archive HEAD | tar -x -C "$src"
-    ln -s "$root/.gpu-deps" "$src/.gpu-deps"
+    # A fresh export dates every file at the commit's time, so ninja would rebuild everything
+    # each time HEAD moves; after the first export only the files that changed are rewritten.
+    new=$(git rev-parse HEAD)
+    old=$(cat "$src/.rehearsed-commit" 2>/dev/null || true)
+    if ((clean)) || [ -z "$old" ] || ! git cat-file -e "$old^{commit}" 2>/dev/null; then
+      rm -rf "$src"
+      mkdir -p "$src"
+      git archive "$new" | tar -x -C "$src"
+    else
+      git diff --name-only --no-renames --diff-filter=D "$old" "$new" | while read -r f; do rm -f "$src/$f"; done
+      git diff --name-only --no-renames --diff-filter=d "$old" "$new" | while read -r f; do
+        mkdir -p "$src/$(dirname "$f")"
+        git show "$new:$f" >"$src/$f"
+        if [ "$(git ls-tree "$new" -- "$f" | cut -c1-6)" = 100755 ]; then chmod +x "$src/$f"; fi
+      done
+    fi
+    ln -sfn "$root/.gpu-deps" "$src/.gpu-deps"
+    echo "$new" >"$src/.rehearsed-commit"
   fi
   mkdir -p "$dir/wheels"
   wheels=("$cudnn_wheel" "$nccl_wheel")
