@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "core/capture_hooks.h"
 #include "core/creation.h"
 #include "core/error.h"
 #include "core/ops/optim.h"
@@ -21,13 +22,35 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
                    options.growth_interval);
 }
 
+const Tensor& GradScaler::scale_tensor(Device device) {
+  auto it = std::find_if(scale_tensors_.begin(), scale_tensors_.end(),
+                         [&](const auto& entry) { return entry.first == device; });
+  if (it == scale_tensors_.end()) {
+    scale_tensors_.emplace_back(device, empty({}, TensorOptions().dtype(kFloat32).device(device)));
+    it = std::prev(scale_tensors_.end());
+  }
+  Tensor& t = it->second;
+  NoGradGuard no_grad;
+  t.fill_(scale_);  // one element: cheaper than tracking whether scale_ changed
+  return t;
+}
+
 Tensor GradScaler::scale(const Tensor& outputs) {
   if (!options_.enabled) return outputs;
-  return outputs * scale_;
+  // The fill of the scale tensor is a region of its own: a captured step refills it from
+  // scale_ at each replay, and its kernels read it from memory (Note [Capturing a step]).
+  const Tensor* current = nullptr;
+  {
+    capture::Region region("GradScaler.scale", [this, device = outputs.device()] { scale_tensor(device); });
+    current = &scale_tensor(outputs.device());
+  }
+  return outputs * *current;
 }
 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
+  // Reads found_inf on the host and multiplies by 1/scale_: replayed as it is.
+  capture::Region region("GradScaler.unscale_", [this, &optimizer] { unscale_(optimizer); });
   PerOptimizer& state = per_optimizer(optimizer);
   KILN_CHECK(state.stage != Stage::Unscaled,
              "unscale_() has already been called on this optimizer since the last update().");
@@ -64,6 +87,8 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     optimizer.step();
     return true;
   }
+  // Decides on the host whether the optimizer steps: replayed as it is.
+  capture::Region region("GradScaler.step", [this, &optimizer] { step(optimizer); });
   PerOptimizer& state = per_optimizer(optimizer);
   KILN_CHECK(state.stage != Stage::Stepped, "step() has already been called since the last update().");
   if (state.stage == Stage::Ready) unscale_(optimizer);
@@ -75,6 +100,7 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
 
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
+  capture::Region region("GradScaler.update", [this, new_scale] { update(new_scale); });
   if (new_scale) {
     scale_ = *new_scale;
   } else {

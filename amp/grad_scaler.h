@@ -17,6 +17,8 @@
 #pragma once
 
 #include <map>
+#include <utility>
+#include <vector>
 #include <optional>
 
 #include "core/tensor.h"
@@ -68,9 +70,15 @@ class GradScaler {
   };
   PerOptimizer& per_optimizer(const optim::Optimizer& optimizer) { return optimizers_[&optimizer]; }
 
+  /// The scale as a one-element Float32 tensor on `device`, as PyTorch keeps it: scale() reads
+  /// it from memory, so a captured step that replays scale() multiplies by the current scale,
+  /// not by the one it was captured with.
+  const Tensor& scale_tensor(Device device);
+
   GradScalerOptions options_;
   double scale_;
   std::int64_t growth_tracker_ = 0;
+  std::vector<std::pair<Device, Tensor>> scale_tensors_;  // scale_, on each device it was asked for
   std::map<const optim::Optimizer*, PerOptimizer> optimizers_;
 };
 

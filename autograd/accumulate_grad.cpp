@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "autograd/grad_mode.h"
+#include "core/capture_hooks.h"
 #include "core/autograd_meta.h"
 #include "core/ops/copy.h"
 #include "core/ops/elementwise.h"
@@ -45,8 +46,10 @@ void AccumulateGrad::accumulate(const Tensor& leaf, Tensor new_grad, bool create
     } else {
       grad = ops::clone(new_grad);
     }
+    capture::grad_bound(leaf, grad);  // a captured step binds it again at each replay
   } else if (create_graph || is_grad_enabled()) {
     grad = grad + new_grad;  // recorded: the accumulated gradient stays differentiable
+    capture::grad_bound(leaf, grad);
   } else {
     ops::binary_(BinaryOp::Add, grad, new_grad);
   }

@@ -1,6 +1,7 @@
 // core/kernels.cpp — building the kernel tables, once.
 #include "core/kernels.h"
 
+#include "core/capture_hooks.h"
 #include "core/cuda/cuda.h"
 
 namespace kiln {
@@ -15,9 +16,16 @@ std::array<BackendKernels, kNumDeviceTypes> build_tables() {
 }
 }  // namespace
 
-const BackendKernels& kernels_for(DeviceType type) {
+const BackendKernels& registered_kernels(DeviceType type) {
   static const std::array<BackendKernels, kNumDeviceTypes> tables = build_tables();
   return tables[static_cast<int>(type)];
+}
+
+const BackendKernels& kernels_for(DeviceType type) {
+  if (capture::Observer* o = capture::observer()) {
+    if (const BackendKernels* recording = o->kernels(type)) return *recording;
+  }
+  return registered_kernels(type);
 }
 
 }  // namespace kiln

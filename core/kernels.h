@@ -195,8 +195,11 @@ struct BackendKernels {
   UnscaleKernel unscale = nullptr;
 };
 
-/// The table for one device type (built on first use).
+/// The table raw ops call for one device type: the registered one, or, while a step is being
+/// captured on this thread, the capture's recording table (core/capture_hooks.h).
 const BackendKernels& kernels_for(DeviceType type);
+/// The registered table for one device type (built on first use), whatever this thread does.
+const BackendKernels& registered_kernels(DeviceType type);
 
 /// Returns `fn`, or throws NotImplementedError naming the op and the device.
 template <class Fn>

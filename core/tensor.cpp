@@ -34,12 +34,13 @@ void Tensor::check_data_access(DType requested) const {
                                     "(meta tensors have shapes and dtypes but no data)");
 }
 
-Scalar Tensor::item() const {
+Scalar Tensor::item(std::source_location where) const {
+  if (capture::observer()) capture::host_access(*this, "item", where);
   const TensorImpl& t = checked();
   KILN_CHECK(t.numel() == 1, "a Tensor with ", t.numel(),
              " elements cannot be converted to Scalar");
   KILN_CHECK(!t.device().is_meta(), "Tensor.item() cannot be called on meta tensors");
-  if (!t.device().is_cpu()) return to(kCPU).item();
+  if (!t.device().is_cpu()) return to(kCPU).item(where);
   return dispatch_dtype<AllTypes>(t.dtype(), "item", [&]<typename T>() -> Scalar {
     const T v = *static_cast<const T*>(t.data());
     if constexpr (std::is_integral_v<T>) {

@@ -11,11 +11,13 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <source_location>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "core/array_ref.h"
+#include "core/capture_hooks.h"
 #include "core/error.h"
 #include "core/messages.h"
 #include "core/scalar.h"
@@ -111,18 +113,23 @@ class Tensor {
   // --- data access ------------------------------------------------------------------------
   /// Typed pointer to the first element. Asking for a type that is not the tensor's dtype
   /// throws (no silent reinterpretation), naming both types.
+  /// (A step being captured hears of each access made outside a kernel: core/capture_hooks.h.)
   template <class T>
-  T* data_ptr() const {
+  T* data_ptr(std::source_location where = std::source_location::current()) const {
     check_data_access(dtype_v<T>);
+    if (capture::observer()) capture::host_access(*this, "data_ptr", where);
     return static_cast<T*>(checked().data());
   }
-  void* raw_data_ptr() const { return checked().data(); }
+  void* raw_data_ptr(std::source_location where = std::source_location::current()) const {
+    if (capture::observer()) capture::host_access(*this, "raw_data_ptr", where);
+    return checked().data();
+  }
   /// The single value of a one-element tensor, converted to T.
   template <class T>
-  T item() const {
-    return item().to<T>();
+  T item(std::source_location where = std::source_location::current()) const {
+    return item(where).to<T>();
   }
-  Scalar item() const;
+  Scalar item(std::source_location where = std::source_location::current()) const;
 
   // --- autograd (defined in autograd/) ------------------------------------------------------
   /// The accumulated gradient (undefined until a backward reaches this tensor).

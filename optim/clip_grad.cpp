@@ -20,14 +20,16 @@ Tensor clip_grad_norm_(const TensorList& parameters, double max_norm, double nor
   TensorList norms;
   for (const Tensor& g : grads) norms.push_back(g.norm(norm_type).to(kFloat32));
   const Tensor total = stack(norms).norm(norm_type);
-  const double value = total.item<double>();
-  KILN_CHECK(!error_if_nonfinite || std::isfinite(value), "The total norm of order ", norm_type,
-             " for gradients from `parameters` is non-finite, so it cannot be clipped. To disable this error and "
-             "scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`");
-  const double coef = max_norm / (value + 1e-6);
-  if (coef < 1.0) {
-    for (const Tensor& g : grads) g.mul_(coef);
+  if (error_if_nonfinite) {
+    const double value = total.item<double>();
+    KILN_CHECK(std::isfinite(value), "The total norm of order ", norm_type,
+               " for gradients from `parameters` is non-finite, so it cannot be clipped. To disable this error and "
+               "scale the gradients by the non-finite norm anyway, set `error_if_nonfinite=False`");
   }
+  // As PyTorch does: the gradients are always multiplied, by a coefficient clamped to 1, so
+  // nothing is read on the host (a captured step can replay it; a GPU need not wait).
+  const Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  for (Tensor g : grads) g.mul_(coefficient);
   return total;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "autograd/grad_mode.h"
+#include "core/capture_hooks.h"
 #include "core/creation.h"
 
 namespace kiln::optim {
@@ -52,6 +53,9 @@ void Optimizer::follow_moved_parameters() {
 }
 
 void Optimizer::step() {
+  // Its kernels take host numbers that change every step (the step count, a scheduled lr): a
+  // captured step calls step() itself at each replay (Note [Capturing a step]).
+  capture::Region region("optimizer.step", [this] { step(); });
   NoGradGuard no_grad;
   follow_moved_parameters();
   for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -68,6 +72,7 @@ void Optimizer::step() {
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
+  capture::Region region("optimizer.zero_grad", [this, set_to_none] { zero_grad(set_to_none); });
   NoGradGuard no_grad;
   follow_moved_parameters();
   for (auto& group : groups_) {

@@ -6,10 +6,13 @@
 // Read next: autograd/functions/conv.cpp.
 #include "autograd/functions/nn.h"
 
+#include <algorithm>
+
 #include "amp/autocast.h"
 #include "autograd/functions/float_math.h"
 #include "autograd/functions/index.h"
 #include "autograd/grad_mode.h"
+#include "core/capture_hooks.h"
 #include "core/creation.h"
 #include "core/ops/allocate.h"
 #include "core/ops/batch_norm.h"
@@ -31,6 +34,27 @@ Tensor reduce(const Tensor& loss, Reduction reduction) {
     case Reduction::Mean: return loss.mean();
   }
   return loss;
+}
+
+/// nll_loss's check that every target (but ignore_index) names a class. It reads the targets
+/// on the host, so a captured step runs it again at each replay (core/capture_hooks.h).
+void check_targets(const Tensor& target, std::int64_t classes, std::int64_t ignore_index) {
+  capture::Region region("check_targets", [=] { check_targets(target, classes, ignore_index); }, {&target});
+  std::int64_t lo = 0, hi = 0;
+  if (target.is_cpu() && target.is_contiguous()) {
+    // One pass on the host: no kernels, no allocation.
+    const std::int64_t* p = target.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < target.numel(); ++i) {
+      if (p[i] == ignore_index) continue;
+      lo = std::min(lo, p[i]);
+      hi = std::max(hi, p[i]);
+    }
+  } else {
+    const Tensor checked = where(target != ignore_index, target, 0);
+    lo = ops::amin(checked, {}, false).item<std::int64_t>();
+    hi = ops::amax(checked, {}, false).item<std::int64_t>();
+  }
+  KILN_CHECK_INDEX(lo >= 0 && hi < classes, "Target ", lo < 0 ? lo : hi, " is out of bounds.");
 }
 
 /// Moves the class dim (1) last and flattens: [N, C, d1, ...] -> [N*d1*..., C].
@@ -59,12 +83,7 @@ static Tensor nll_loss_impl(const Tensor& input, const Tensor& target, const Ten
              "either for all ", classes, " classes or no classes but got weight tensor of shape: ",
              weight.sizes());
   const Tensor valid = tgt != ignore_index;
-  if (tgt.numel() > 0 && !tgt.is_meta()) {
-    const Tensor checked = where(valid, tgt, 0);
-    const std::int64_t lo = ops::amin(checked, {}, false).item<std::int64_t>();
-    const std::int64_t hi = ops::amax(checked, {}, false).item<std::int64_t>();
-    KILN_CHECK_INDEX(lo >= 0 && hi < classes, "Target ", lo < 0 ? lo : hi, " is out of bounds.");
-  }
+  if (tgt.numel() > 0 && !tgt.is_meta()) check_targets(tgt, classes, ignore_index);
   const Tensor safe = where(valid, tgt, 0);
   Tensor w = valid.to(logp.dtype());
   if (weight.defined()) w = w * weight.index_select(0, safe);

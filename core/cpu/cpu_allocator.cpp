@@ -9,6 +9,7 @@
 #include <new>
 
 #include "core/allocator.h"
+#include "core/capture_hooks.h"
 #include "core/error.h"
 #include "core/messages.h"
 
@@ -70,6 +71,10 @@ static_assert(sizeof(FreeBlock) <= kCpuAlignment);
 class CpuCachingAllocator final : public Allocator {
  public:
   DataPtr allocate(std::size_t nbytes) override {
+    // A replayed step serves its kernels' own temporaries from planned scratch (no request here).
+    if (capture::ScratchSource* scratch = capture::scratch_source(); scratch != nullptr && nbytes > 0) {
+      if (DataPtr p = scratch->allocate(nbytes); p.get() != nullptr) return p;
+    }
     stats_allocations_.fetch_add(1, std::memory_order_relaxed);
     if (nbytes == 0) return DataPtr(nullptr, nullptr, nullptr, kCPU);
     const std::size_t size = size_class(nbytes);

@@ -1,6 +1,9 @@
 // core/ops/checks.cpp — shared argument checks.
 #include "core/ops/checks.h"
 
+#include <algorithm>
+
+#include "core/capture_hooks.h"
 #include "core/ops/allocate.h"
 #include "core/ops/reduce.h"
 
@@ -44,8 +47,21 @@ void check_index_dtype(const char* op, const Tensor& index) {
 
 void check_index_range(const Tensor& index, std::int64_t dim, std::int64_t size) {
   if (index.numel() == 0 || !has_data(index.device())) return;
-  const std::int64_t lo = amin(index, {}, false).item<std::int64_t>();
-  const std::int64_t hi = amax(index, {}, false).item<std::int64_t>();
+  // It reads the index on the host: a captured step checks again at each replay.
+  capture::Region region("check_index_range", [index, dim, size] { check_index_range(index, dim, size); }, {&index});
+  std::int64_t lo = 0, hi = 0;
+  if (index.is_cpu() && index.is_contiguous()) {
+    // One pass on the host: no reduction kernels, no allocation.
+    const std::int64_t* p = index.data_ptr<std::int64_t>();
+    lo = hi = p[0];
+    for (std::int64_t i = 1; i < index.numel(); ++i) {
+      lo = std::min(lo, p[i]);
+      hi = std::max(hi, p[i]);
+    }
+  } else {
+    lo = amin(index, {}, false).item<std::int64_t>();
+    hi = amax(index, {}, false).item<std::int64_t>();
+  }
   KILN_CHECK_INDEX(lo >= 0, msg::index_out_of_bounds(lo, dim, size));
   KILN_CHECK_INDEX(hi < size, msg::index_out_of_bounds(hi, dim, size));
 }

@@ -1,0 +1,103 @@
+// core/capture_hooks.h — what a capture layer above (compile/) hears while it records a step:
+// every kernel call (it hands raw ops a kernel table of its own, core/kernels.h), every read
+// or write of tensor data by host code outside a kernel (Tensor::item, data_ptr), the regions
+// that must run as they are at every replay (an optimizer's step, a GradScaler's decision, a
+// check that reads data), and the gradients autograd binds to leaves. Nothing here records:
+// with no observer installed on the thread, which is always the case outside
+// kiln::compile's first call, each hook costs one thread-local test. A replay, in turn, may
+// serve kernels' own temporary memory from scratch planned ahead (ScratchSource).
+// See Note [Capturing a step] in compile/capture.h. Read next: compile/capture.h.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <source_location>
+
+#include "core/allocator.h"
+#include "core/device.h"
+
+namespace kiln {
+
+class Tensor;
+struct BackendKernels;
+
+namespace capture {
+
+/// Implemented by the capture (compile/capture.cpp); see the file header.
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  /// The kernel table raw ops use on this thread, or nullptr for the registered one.
+  virtual const BackendKernels* kernels(DeviceType type) = 0;
+  /// Host code reached `t`'s bytes outside any kernel: `how` ("item", "data_ptr") and where.
+  virtual void host_access(const Tensor& t, const char* how, std::source_location where) = 0;
+  /// A region begins that replays by calling `replay`; `reads` are the tensors of the step it
+  /// reads besides the state it owns. Regions nest; only the outermost one counts.
+  virtual void region_begin(const char* name, std::function<void()> replay,
+                            std::initializer_list<const Tensor*> reads) = 0;
+  virtual void region_end() = 0;
+  /// Autograd made `grad` the .grad of `leaf` (AccumulateGrad's first gradient).
+  virtual void grad_bound(const Tensor& leaf, const Tensor& grad) = 0;
+};
+
+/// Serves the memory kernels take for themselves (reorder buffers, a library's scratchpad)
+/// from memory planned ahead, while a captured step replays (compile/scratch.h). The CPU
+/// allocator asks it first; an empty DataPtr sends the request on to the allocator.
+class ScratchSource {
+ public:
+  virtual ~ScratchSource() = default;
+  virtual DataPtr allocate(std::size_t nbytes) = 0;
+};
+
+namespace detail {
+inline thread_local Observer* t_observer = nullptr;
+inline thread_local ScratchSource* t_scratch = nullptr;
+}  // namespace detail
+
+/// This thread's scratch source (nullptr outside a replayed kernel).
+inline ScratchSource* scratch_source() { return detail::t_scratch; }
+/// Installs `s` on this thread and returns the previous one.
+inline ScratchSource* set_scratch_source(ScratchSource* s) {
+  ScratchSource* previous = detail::t_scratch;
+  detail::t_scratch = s;
+  return previous;
+}
+
+/// This thread's observer (nullptr when no capture runs).
+inline Observer* observer() { return detail::t_observer; }
+/// Installs `o` on this thread and returns the previous one.
+Observer* set_observer(Observer* o);
+
+/// Tensor's data accessors call this when an observer is installed.
+void host_access(const Tensor& t, const char* how, std::source_location where);
+/// AccumulateGrad calls this after binding a leaf's first gradient.
+inline void grad_bound(const Tensor& leaf, const Tensor& grad) {
+  if (Observer* o = observer()) o->grad_bound(leaf, grad);
+}
+
+/// A region that a captured step replays by calling `replay` instead of its kernels: code
+/// whose kernels take host numbers that change from step to step (an optimizer's step count and
+/// learning rate) or that decides on the host (a GradScaler skipping a step on inf). When no
+/// capture runs it does nothing, and `replay` is not even stored.
+///   void Optimizer::step() {
+///     capture::Region region("optimizer.step", [this] { step(); });
+///     ...
+class Region {
+ public:
+  template <class Replay>
+  Region(const char* name, Replay&& replay, std::initializer_list<const Tensor*> reads = {})
+      : observer_(observer()) {
+    if (observer_) observer_->region_begin(name, std::function<void()>(std::forward<Replay>(replay)), reads);
+  }
+  ~Region() {
+    if (observer_) observer_->region_end();
+  }
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+ private:
+  Observer* observer_;
+};
+
+}  // namespace capture
+}  // namespace kiln
