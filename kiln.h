@@ -47,3 +47,4 @@
 #include "distributed/data_parallel.h"
 #include "distributed/distributed.h"
 #include "distributed/process_group_mpi.h"
+#include "compile/compile.h"

@@ -1,0 +1,138 @@
+// compile/capture.cpp — the observer that records a step (see compile/capture.h and
+// Note [Capturing a step]).
+#include "compile/capture.h"
+
+#include <filesystem>
+
+#include "autograd/grad_mode.h"
+#include "core/ops/copy.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+thread_local Capture* t_current = nullptr;
+
+std::string site(std::source_location where) {
+  return std::filesystem::path(where.file_name()).filename().string() + ":" + std::to_string(where.line());
+}
+
+/// "made by amax at model.cpp:12" (or "created by ..."): where a tensor came from.
+std::string origin(const Tensor& t) {
+  const std::string d = t.describe();
+  return d.empty() ? std::string("a tensor") : d;
+}
+
+}  // namespace
+
+Capture* Capture::current() { return t_current; }
+
+Capture::~Capture() {
+  if (installed_) {
+    capture::set_observer(previous_);
+    t_current = nullptr;
+  }
+}
+
+std::vector<Tensor> Capture::run(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                                 const std::vector<Tensor>& inputs) {
+  KILN_CHECK(!installed_ && t_current == nullptr, "compile: a step is already being captured on this thread");
+  std::vector<Tensor> buffers;
+  {
+    NoGradGuard no_grad;
+    for (const Tensor& x : inputs) {
+      Tensor b = ops::clone(x);
+      if (x.requires_grad()) b = b.as_leaf(true);
+      written_.insert(b.impl()->storage().get());  // refilled at each replay: their values vary
+      buffers.push_back(std::move(b));
+    }
+  }
+  graph_.inputs = buffers;
+  previous_ = capture::set_observer(this);
+  t_current = this;
+  installed_ = true;
+  std::vector<Tensor> outputs;
+  try {
+    outputs = fn(buffers);
+  } catch (...) {
+    capture::set_observer(previous_);
+    t_current = nullptr;
+    installed_ = false;
+    throw;
+  }
+  capture::set_observer(previous_);
+  t_current = nullptr;
+  installed_ = false;
+  return outputs;
+}
+
+Graph Capture::take_graph(const std::vector<Tensor>& outputs) {
+  graph_.outputs.clear();
+  for (const Tensor& t : outputs) graph_.outputs.push_back(t.defined() ? t.detach() : t);
+  return std::move(graph_);
+}
+
+void Capture::fail(const std::string& why) {
+  if (failure_.empty()) failure_ = why;
+}
+
+void Capture::record(std::unique_ptr<KernelCall> call) {
+  const std::vector<Tensor*> args = call->tensors();
+  const std::vector<bool> writes = call->writes();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!writes[i] || !args[i]->defined()) continue;
+    const Storage* s = args[i]->impl()->storage().get();
+    if (host_touched_.count(s)) {
+      fail(call->name() + " writes a tensor that host code had already read or written (" + origin(*args[i]) +
+           "): a replay would not redo the host's part");
+    }
+    written_.insert(s);
+  }
+  Node node;
+  node.kind = Node::Kind::Kernel;
+  node.call = std::move(call);
+  graph_.nodes.push_back(std::move(node));
+}
+
+const BackendKernels* Capture::kernels(DeviceType type) {
+  if (type == DeviceType::CPU) return &recording_kernels();
+  if (type == DeviceType::CUDA && records_calls()) {
+    fail("the step runs kernels on a CUDA device, which this capture does not record (CPU steps only)");
+  }
+  return nullptr;
+}
+
+void Capture::host_access(const Tensor& t, const char* how, std::source_location where) {
+  if (kernel_depth_ > 0 || region_depth_ > 0 || !t.defined()) return;
+  const Storage* s = t.impl()->storage().get();
+  if (written_.count(s)) {
+    fail(std::string(how) + "() at " + site(where) + " reads on the host a tensor this step computed (" +
+         origin(t) + "): its value would be frozen at the first step's");
+  } else {
+    host_touched_.insert(s);
+  }
+}
+
+void Capture::region_begin(const char* name, std::function<void()> replay,
+                           std::initializer_list<const Tensor*> reads) {
+  if (region_depth_++ > 0 || kernel_depth_ > 0) return;
+  Node node;
+  node.kind = Node::Kind::Region;
+  node.region = name;
+  node.replay = std::move(replay);
+  for (const Tensor* t : reads) node.reads.push_back(*t);
+  graph_.nodes.push_back(std::move(node));
+}
+
+void Capture::region_end() { --region_depth_; }
+
+void Capture::grad_bound(const Tensor& leaf, const Tensor& grad) {
+  if (region_depth_ > 0 || kernel_depth_ > 0) return;
+  Node node;
+  node.kind = Node::Kind::BindGrad;
+  node.leaf = leaf;
+  node.grad = grad;
+  graph_.nodes.push_back(std::move(node));
+}
+
+}  // namespace kiln::compiler

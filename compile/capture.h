@@ -1,0 +1,101 @@
+// compile/capture.h — recording one eager run of a step function into a Graph: while the
+// function runs, raw ops find the capture's kernel table (core/capture_hooks.h), whose entries
+// record each call and then make it, so the step computes exactly what it computes eagerly and
+// leaves behind the list of kernels it ran.
+//
+//   compiler::Capture capture;
+//   std::vector<Tensor> outputs = capture.run(step_function, {x, y});   // runs it, eagerly
+//   if (capture.failure().empty()) compiler::Graph g = capture.take_graph(outputs);
+//
+// See Note [Capturing a step]. Read next: compile/graph.h, compile/compile.h.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compile/graph.h"
+#include "core/capture_hooks.h"
+
+namespace kiln::compiler {
+
+// Note [Capturing a step]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A training step's work is kernel calls: every raw op validates, allocates, then calls one
+// kernel through the kernel table (core/kernels.h), and autograd's backward formulas are ops
+// too. So a step is captured by running it once with a kernel table whose entries record
+// (kernel, arguments) before calling the real kernel. Replaying the list makes the same calls
+// on the same memory: no validation, no autograd graph, no allocation (Note [One arena per
+// step]). What is not a kernel call must be made explicit, and Kiln's layers say so through
+// the hooks in core/capture_hooks.h:
+//  - Regions. Code whose kernels take host numbers that change from step to step (an
+//    optimizer's step count and scheduled learning rate, a GradScaler's inverse scale) or that
+//    decides on the host (GradScaler skipping a step on inf, a check that an index is in
+//    range) runs as it is at each replay: optimizer.step, zero_grad, GradScaler's scale,
+//    unscale_, step and update, and the index checks, each record one Region node and none of
+//    their kernels.
+//  - Gradients. AccumulateGrad binds a leaf's first gradient to its .grad; zero_grad (a
+//    region) unbinds it; a BindGrad node binds it again at each replay.
+//  - Everything else is refused. Host code that reads a tensor a kernel of this step wrote
+//    (Tensor::item, data_ptr outside a kernel: a loss printed inside the step, a value that
+//    decides a shape), or writes one that a kernel later reads, would be computed once and
+//    frozen; so would ops on CUDA tensors, which this capture does not record. The capture
+//    then fails with the reason and its source line, and the step stays eager.
+// Numbers the step computes on the host (x * 0.5, a dropout probability) become constants of
+// the graph, as in tinygrad's TinyJit; ones that change must live in tensors or in a region.
+// The step's random kernels are called again at every replay, so they draw fresh numbers from
+// the generator, in eager order.
+
+/// The kernel table whose entries record each call made at the top level (not from inside
+/// another kernel) and then make it (compile/recording_table.cpp).
+const BackendKernels& recording_kernels();
+
+class Capture final : public capture::Observer {
+ public:
+  Capture() = default;
+  ~Capture() override;
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+
+  /// Runs `fn` on copies of `inputs` (the graph's own input buffers) while recording, and
+  /// returns what it returned. The run is eager: its results are the step's real results.
+  std::vector<Tensor> run(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                          const std::vector<Tensor>& inputs);
+  /// Why the step cannot be replayed ("" when it can), naming the op and the source line.
+  const std::string& failure() const { return failure_; }
+  /// The recorded graph, returning `outputs` (what run() returned).
+  Graph take_graph(const std::vector<Tensor>& outputs);
+
+  // --- the recording table's side (compile/recording_table.cpp) ------------------------------
+  /// The capture recording on this thread, if any.
+  static Capture* current();
+  /// True when a call made now is recorded: at the top level, outside any region.
+  bool records_calls() const { return kernel_depth_ == 0 && region_depth_ == 0 && failure_.empty(); }
+  void record(std::unique_ptr<KernelCall> call);
+  /// Brackets a kernel's execution (nested kernels and their data accesses are its own).
+  void enter_kernel() { ++kernel_depth_; }
+  void leave_kernel() { --kernel_depth_; }
+
+  // --- capture::Observer ------------------------------------------------------------------------
+  const BackendKernels* kernels(DeviceType type) override;
+  void host_access(const Tensor& t, const char* how, std::source_location where) override;
+  void region_begin(const char* name, std::function<void()> replay,
+                    std::initializer_list<const Tensor*> reads) override;
+  void region_end() override;
+  void grad_bound(const Tensor& leaf, const Tensor& grad) override;
+
+ private:
+  void fail(const std::string& why);
+
+  Graph graph_;
+  std::string failure_;
+  int kernel_depth_ = 0, region_depth_ = 0;
+  std::set<const Storage*> written_;      // storages a recorded kernel wrote (or the inputs)
+  std::set<const Storage*> host_touched_;  // storages host code touched before any kernel wrote them
+  capture::Observer* previous_ = nullptr;
+  bool installed_ = false;
+};
+
+}  // namespace kiln::compiler

@@ -1,0 +1,137 @@
+// compile/compile.cpp — guards, the graph cache, and when a compiled step captures, replays
+// or runs eagerly (see compile/compile.h).
+#include "compile/compile.h"
+
+#include <deque>
+#include <sstream>
+
+#include "amp/autocast.h"
+#include "autograd/grad_mode.h"
+#include "compile/capture.h"
+#include "compile/passes.h"
+#include "core/threads.h"
+#include "core/warning.h"
+
+namespace kiln::compiler {
+
+Guard Guard::of(const std::vector<Tensor>& inputs) {
+  Guard g;
+  for (const Tensor& t : inputs) {
+    KILN_CHECK_VALUE(t.defined(), "compiled step: an input tensor is undefined");
+    g.inputs.push_back({std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()),
+                        std::vector<std::int64_t>(t.strides().begin(), t.strides().end()), t.dtype(), t.device(),
+                        t.requires_grad()});
+  }
+  g.grad_enabled = is_grad_enabled();
+  g.autocast_cpu = amp::is_autocast_enabled(DeviceType::CPU);
+  g.autocast_cuda = amp::is_autocast_enabled(DeviceType::CUDA);
+  g.autocast_cpu_dtype = amp::get_autocast_dtype(DeviceType::CPU);
+  g.autocast_cuda_dtype = amp::get_autocast_dtype(DeviceType::CUDA);
+  g.threads = get_num_threads();
+  return g;
+}
+
+std::string Guard::describe() const {
+  std::ostringstream os;
+  os << "inputs ";
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    os << (i ? ", " : "") << dtype_name(inputs[i].dtype) << IntArrayRef(inputs[i].sizes);
+    if (!inputs[i].device.is_cpu()) os << " on " << inputs[i].device.str();
+  }
+  os << "; grad " << (grad_enabled ? "on" : "off") << "; autocast ";
+  if (autocast_cpu) os << "cpu " << autocast_cpu_dtype << " ";
+  if (autocast_cuda) os << "cuda " << autocast_cuda_dtype << " ";
+  if (!autocast_cpu && !autocast_cuda) os << "off ";
+  os << "; " << threads << " threads";
+  return os.str();
+}
+
+struct CompiledStep::State {
+  struct Entry {
+    Guard guard;
+    std::optional<Graph> graph;
+    std::string failure;  // why this kind of call runs eagerly
+  };
+  Body body;
+  CompileOptions options;
+  std::vector<Pass> passes;
+  std::deque<Entry> entries;  // a deque: last_graph points into it
+  CompileStats stats;
+  const Graph* last_graph = nullptr;
+  bool last_replayed = false;
+  std::string eager_reason;
+  bool warned_full = false;
+};
+
+CompiledStep::CompiledStep(Body body, CompileOptions options) : state_(std::make_unique<State>()) {
+  state_->body = std::move(body);
+  state_->passes = selected_passes(options.passes);
+  state_->options = std::move(options);
+}
+
+CompiledStep::~CompiledStep() = default;
+CompiledStep::CompiledStep(CompiledStep&&) noexcept = default;
+CompiledStep& CompiledStep::operator=(CompiledStep&&) noexcept = default;
+
+std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) {
+  State& s = *state_;
+  const Guard guard = Guard::of(inputs);
+  s.last_replayed = false;
+  for (State::Entry& e : s.entries) {
+    if (!(e.guard == guard)) continue;
+    if (e.graph) {
+      s.last_graph = &*e.graph;
+      s.last_replayed = true;
+      s.eager_reason.clear();
+      ++s.stats.replays;
+      return e.graph->run(inputs);
+    }
+    s.eager_reason = e.failure;
+    ++s.stats.eager_calls;
+    return s.body(inputs);
+  }
+  if (s.entries.size() >= s.options.cache_limit) {
+    s.eager_reason = "more than " + std::to_string(s.options.cache_limit) + " kinds of call were compiled";
+    if (!s.warned_full) {
+      warn("compiled step: " + s.eager_reason + "; this one (" + guard.describe() +
+           ") and any further kind run eagerly");
+      s.warned_full = true;
+    }
+    ++s.stats.eager_calls;
+    return s.body(inputs);
+  }
+  Capture capture;
+  std::vector<Tensor> outputs = capture.run(s.body, inputs);
+  ++s.stats.captures;
+  if (!capture.failure().empty()) {
+    s.eager_reason = capture.failure();
+    warn("compiled step runs eagerly: " + capture.failure());
+    s.entries.push_back({guard, std::nullopt, capture.failure()});
+    return outputs;
+  }
+  Graph graph = capture.take_graph(outputs);
+  run_passes(graph, s.passes);
+  s.entries.push_back({guard, std::move(graph), ""});
+  s.last_graph = &*s.entries.back().graph;
+  s.eager_reason.clear();
+  return outputs;
+}
+
+const Graph& CompiledStep::graph() const {
+  KILN_CHECK(state_->last_graph != nullptr, "compiled step: no graph yet (call the step first; a step that runs "
+             "eagerly has none: ", state_->eager_reason.empty() ? "not called yet" : state_->eager_reason, ")");
+  return *state_->last_graph;
+}
+
+const CompileStats& CompiledStep::stats() const { return state_->stats; }
+bool CompiledStep::last_call_replayed() const { return state_->last_replayed; }
+const std::string& CompiledStep::eager_reason() const { return state_->eager_reason; }
+
+void CompiledStep::reset() {
+  state_->entries.clear();
+  state_->last_graph = nullptr;
+  state_->last_replayed = false;
+  state_->eager_reason.clear();
+}
+
+}  // namespace kiln::compiler

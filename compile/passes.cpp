@@ -1,0 +1,52 @@
+// compile/passes.cpp — the list of passes and KILN_COMPILE_PASSES (see compile/passes.h).
+#include "compile/passes.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace kiln::compiler {
+
+const std::vector<Pass>& all_passes() {
+  static const std::vector<Pass> passes = {
+      {"plan_memory", &plan_memory, "every temporary in one arena: a replay allocates nothing"},
+  };
+  return passes;
+}
+
+std::vector<Pass> selected_passes(const std::string& selection) {
+  std::string names = selection;
+  if (names.empty()) {
+    const char* env = std::getenv("KILN_COMPILE_PASSES");
+    names = env != nullptr && *env != '\0' ? env : "all";
+  }
+  if (names == "all") return all_passes();
+  std::vector<Pass> out;
+  if (names == "none") return out;
+  std::istringstream in(names);
+  for (std::string name; std::getline(in, name, ',');) {
+    if (name.empty()) continue;
+    bool found = false;
+    for (const Pass& p : all_passes()) {
+      if (name == p.name) {
+        found = true;
+        break;
+      }
+    }
+    std::string known;
+    for (const Pass& p : all_passes()) known += (known.empty() ? "" : ", ") + std::string(p.name);
+    KILN_CHECK_VALUE(found, "KILN_COMPILE_PASSES: unknown pass '", name, "' (known: ", known, "; or all, none)");
+  }
+  // In their own order, whatever the order named.
+  for (const Pass& p : all_passes()) {
+    if (("," + names + ",").find("," + std::string(p.name) + ",") != std::string::npos) out.push_back(p);
+  }
+  return out;
+}
+
+void run_passes(Graph& g, const std::vector<Pass>& passes) {
+  for (const Pass& p : passes) p.run(g);
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,37 @@
+// compile/passes.h — the passes a captured graph goes through before its first replay, each
+// one function from graph to graph in a file of its own under compile/passes/, with a Note
+// saying what it assumes. They run in the order listed; KILN_COMPILE_PASSES picks them
+// ("all", "none", or a comma-separated list such as "fuse_conv_relu,plan_memory"), so each
+// can be switched off to measure it or to find a bug. Every pass keeps the step's results
+// exactly (tests/compile runs each graph before and after its pass on the same inputs).
+// Read next: compile/passes/plan_memory.cpp.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compile/graph.h"
+
+namespace kiln::compiler {
+
+/// Places every temporary in one arena: a replay allocates nothing (Note [One arena per step]).
+void plan_memory(Graph& g);
+
+struct Pass {
+  const char* name;
+  void (*run)(Graph&);
+  const char* what;
+};
+
+/// Every pass, in the order they run.
+const std::vector<Pass>& all_passes();
+
+/// The passes `selection` names ("all", "none", or names separated by commas); an unknown name
+/// is an error listing the known ones. An empty selection reads KILN_COMPILE_PASSES, and
+/// without it means "all".
+std::vector<Pass> selected_passes(const std::string& selection = "");
+
+/// Runs `passes` on `g` in order.
+void run_passes(Graph& g, const std::vector<Pass>& passes);
+
+}  // namespace kiln::compiler

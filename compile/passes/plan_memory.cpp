@@ -1,0 +1,191 @@
+// compile/passes/plan_memory.cpp — places every temporary of a captured step in one arena, so
+// that a replay allocates nothing. See Note [One arena per step].
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "compile/passes.h"
+
+namespace kiln::compiler {
+
+// Note [One arena per step]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Eager execution asks the allocator for every intermediate and gives it back when the last
+// tensor over it dies: the CNN step makes ~90 requests, and each one costs a lock and a search
+// of the cache even when it hits. A captured step knows every storage its kernels use and, by
+// node index, the first and last call that uses each, so it can do what a compiler's register
+// allocator does: give each temporary a range of one arena such that two temporaries alive at
+// the same time never overlap, once, before the first replay (interval placement, largest
+// first, lowest free offset; TVM's and XLA's planners do the same).
+// A storage is a temporary when three things hold:
+//  - nothing outside the graph holds it once the capture ended (checked by counting the
+//    references the graph's own tensors account for): parameters, gradients bound to leaves,
+//    optimizer state, the step's inputs and outputs all stay where they are;
+//  - no region reads it (a region's code is opaque to the planner);
+//  - its first use writes the whole of it, without reading (so it needs no value from before
+//    the step; a constant made by host code is read first, and stays).
+// The arena itself is the graph's, allocated once; the temporaries become storages that borrow
+// their range of it. Nothing changes in what the kernels compute, so the pass is exact.
+
+namespace {
+
+struct StorageUse {
+  std::size_t first = 0, last = 0;
+  bool first_writes_all = false;
+  bool kept = false;  // used outside kernel arguments, or held outside the graph
+  std::int64_t bytes = 0;
+  std::int64_t offset = -1;
+  std::shared_ptr<Storage> replacement;
+};
+
+bool covers(const Tensor& t) {
+  return t.is_contiguous() && t.impl()->storage_offset() == 0 &&
+         static_cast<std::size_t>(t.numel()) * t.element_size() == t.impl()->storage()->nbytes();
+}
+
+/// Every Tensor handle the graph holds, with whether it is a kernel argument.
+std::vector<Tensor*> handles(Graph& g) {
+  std::vector<Tensor*> out;
+  for (Node& node : g.nodes) {
+    switch (node.kind) {
+      case Node::Kind::Kernel:
+        for (Tensor* t : node.call->tensors()) out.push_back(t);
+        break;
+      case Node::Kind::Region:
+        for (Tensor& t : node.reads) out.push_back(&t);
+        break;
+      case Node::Kind::BindGrad:
+        out.push_back(&node.leaf);
+        out.push_back(&node.grad);
+        break;
+    }
+  }
+  for (Tensor& t : g.inputs) out.push_back(&t);
+  for (Tensor& t : g.outputs) out.push_back(&t);
+  return out;
+}
+
+std::int64_t align(std::int64_t n) {
+  constexpr std::int64_t kAlign = static_cast<std::int64_t>(kCpuAlignment);
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+}  // namespace
+
+void plan_memory(Graph& g) {
+  std::map<const Storage*, StorageUse> uses;
+  // Uses by kernels, in order.
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    Node& node = g.nodes[n];
+    if (node.kind != Node::Kind::Kernel) continue;
+    const std::vector<Tensor*> args = node.call->tensors();
+    const std::vector<bool> writes = node.call->writes(), updates = node.call->updates();
+    std::map<const Storage*, bool> writes_all_here;  // per storage in this call
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (!args[i]->defined()) continue;
+      const Storage* s = args[i]->impl()->storage().get();
+      const bool pure_full_write = writes[i] && !updates[i] && covers(*args[i]);
+      auto [it, fresh] = writes_all_here.emplace(s, pure_full_write);
+      if (!fresh) it->second = it->second && pure_full_write && writes[i];
+    }
+    for (const auto& [s, writes_all] : writes_all_here) {
+      auto [it, fresh] = uses.emplace(s, StorageUse{});
+      if (fresh) {
+        it->second.first = n;
+        it->second.first_writes_all = writes_all;
+        it->second.bytes = static_cast<std::int64_t>(s->nbytes());
+      }
+      it->second.last = n;
+    }
+  }
+  // Everything held elsewhere in the graph stays.
+  for (Node& node : g.nodes) {
+    if (node.kind == Node::Kind::Region) {
+      for (const Tensor& t : node.reads) {
+        if (t.defined()) uses[t.impl()->storage().get()].kept = true;
+      }
+    } else if (node.kind == Node::Kind::BindGrad) {
+      uses[node.leaf.impl()->storage().get()].kept = true;
+      uses[node.grad.impl()->storage().get()].kept = true;
+    }
+  }
+  for (const Tensor& t : g.inputs) uses[t.impl()->storage().get()].kept = true;
+  for (const Tensor& t : g.outputs) {
+    if (t.defined()) uses[t.impl()->storage().get()].kept = true;
+  }
+  // Held outside the graph: more references than the graph's handles account for.
+  std::map<const Storage*, std::map<const TensorImpl*, long>> held;
+  const std::vector<Tensor*> all = handles(g);
+  for (const Tensor* t : all) {
+    if (t->defined()) ++held[t->impl()->storage().get()][t->impl()];
+  }
+  for (const Tensor* t : all) {
+    if (!t->defined()) continue;
+    const Storage* s = t->impl()->storage().get();
+    const auto& impls = held[s];
+    const bool outside = t->impl()->storage().use_count() != static_cast<long>(impls.size()) ||
+                         t->impl_ptr().use_count() != impls.at(t->impl());
+    if (outside) uses[s].kept = true;
+  }
+
+  // Interval placement, largest first.
+  std::vector<std::pair<const Storage*, StorageUse*>> temporaries;
+  for (auto& [s, use] : uses) {
+    if (!use.kept && use.first_writes_all && use.bytes > 0) temporaries.emplace_back(s, &use);
+  }
+  std::sort(temporaries.begin(), temporaries.end(), [](const auto& a, const auto& b) {
+    return a.second->bytes != b.second->bytes ? a.second->bytes > b.second->bytes : a.second->first < b.second->first;
+  });
+  std::vector<StorageUse*> placed;
+  std::int64_t arena_bytes = 0, temporary_bytes = 0;
+  for (auto& [s, use] : temporaries) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> busy;  // [offset, end) of overlapping lifetimes
+    for (const StorageUse* other : placed) {
+      if (other->first <= use->last && use->first <= other->last) {
+        busy.emplace_back(other->offset, other->offset + align(other->bytes));
+      }
+    }
+    std::sort(busy.begin(), busy.end());
+    std::int64_t offset = 0;
+    for (const auto& [begin, end] : busy) {
+      if (offset + align(use->bytes) <= begin) break;
+      offset = std::max(offset, end);
+    }
+    use->offset = offset;
+    placed.push_back(use);
+    arena_bytes = std::max(arena_bytes, offset + align(use->bytes));
+    temporary_bytes += use->bytes;
+  }
+  if (placed.empty()) return;
+
+  g.memory.arena = Storage::allocate(static_cast<std::size_t>(arena_bytes), kCPU, false,
+                                     MemoryProvenance{MemoryOrigin::Allocated, "compile arena", {}});
+  g.memory.bytes = arena_bytes;
+  g.memory.temporaries = static_cast<std::int64_t>(placed.size());
+  g.memory.temporary_bytes = temporary_bytes;
+  char* base = static_cast<char*>(g.memory.arena->data());
+  for (auto& [s, use] : temporaries) {
+    // Borrowed: the arena, which the graph holds, owns the bytes.
+    use->replacement = std::make_shared<Storage>(DataPtr(base + use->offset, nullptr, nullptr, kCPU),
+                                                 static_cast<std::size_t>(use->bytes), false,
+                                                 MemoryProvenance{MemoryOrigin::Borrowed, "compile arena", {}});
+  }
+  // Every handle over a temporary now views its range of the arena, with the same geometry.
+  std::map<const TensorImpl*, Tensor> rebound;
+  for (Tensor* t : all) {
+    if (!t->defined()) continue;
+    const auto it = uses.find(t->impl()->storage().get());
+    if (it == uses.end() || !it->second.replacement) continue;
+    auto [r, fresh] = rebound.emplace(t->impl(), Tensor());
+    if (fresh) {
+      const TensorImpl& old = *t->impl();
+      r->second = Tensor(std::make_shared<TensorImpl>(it->second.replacement, Shape(old.sizes().begin(), old.sizes().end()),
+                                                      Shape(old.strides().begin(), old.strides().end()),
+                                                      old.storage_offset(), old.dtype(), AutogradTerms{},
+                                                      Provenance{TensorOrigin::OpOutput, "compile arena", {}}));
+    }
+    *t = r->second;
+  }
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,214 @@
+// tests/compile/test_compile.cpp — a compiled step computes what the eager step computes: two
+// copies of a model from one seed train side by side, one eagerly and one through
+// kiln::compile, and after every step their losses and every parameter agree (Float64, 20
+// steps; the replay makes the same kernel calls, so they agree exactly). Also: the guards
+// (a new batch size captures again), steps the capture must refuse (a value read on the host),
+// the arena (a replay allocates nothing), and the graph's printed forms.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "../../examples/support/models.h"
+#include "compile/passes.h"
+#include "support/test_util.h"
+
+namespace kiln {
+namespace {
+
+/// Eager runs compute the same bits only on a fixed thread count: the default count backs off
+/// while the machine is busy, and oneDNN's last bits depend on it (Note [Exact resumption]).
+class CompileTest : public ::testing::Test {
+ protected:
+  void SetUp() override { set_num_threads(get_num_threads()); }
+};
+
+/// The largest absolute difference between two models' parameters.
+double parameter_gap(nn::Module& a, nn::Module& b) {
+  const TensorList pa = a.parameters(), pb = b.parameters();
+  double gap = 0.0;
+  for (std::size_t i = 0; i < pa.size(); ++i) gap = std::max(gap, (pa[i] - pb[i]).abs().max().item<double>());
+  return gap;
+}
+
+struct SmallCnn : nn::Module {
+  std::shared_ptr<nn::Conv2d> conv1, conv2;
+  std::shared_ptr<nn::Linear> fc;
+  std::shared_ptr<nn::Dropout> drop;
+  SmallCnn() : Module("SmallCnn") {
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(1, 4, 3, nn::Conv2dOptions{.padding = {1, 1}}));
+    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(4, 8, 3, nn::Conv2dOptions{.padding = {1, 1}}));
+    drop = register_module("drop", std::make_shared<nn::Dropout>(0.25));
+    fc = register_module("fc", std::make_shared<nn::Linear>(8 * 3 * 3, 5));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = max_pool2d(conv1->forward(x).relu(), {2, 2});
+    h = max_pool2d(conv2->forward(h).relu(), {2, 2});
+    return fc->forward(drop->forward(h.flatten(1)));
+  }
+};
+
+struct SmallMlp : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  SmallMlp() : Module("SmallMlp") {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(12, 16));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
+  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(fc1->forward(x).relu()); }
+};
+
+/// A model, its optimizer and the step function, eager or compiled.
+template <class Model>
+struct Trainer {
+  explicit Trainer(std::uint64_t seed, DType dtype, bool adam) {
+    manual_seed(seed);
+    model = std::make_shared<Model>();
+    model->to(dtype);
+    if (adam) opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions(1e-2));
+    else opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  }
+  Tensor step(const Tensor& x, const Tensor& y) {
+    opt->zero_grad();
+    Tensor loss = cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt->step();
+    return loss;
+  }
+  std::shared_ptr<Model> model;
+  std::unique_ptr<optim::Optimizer> opt;
+};
+
+/// Trains `steps` steps eagerly and compiled, from the same seed and the same batches, and
+/// checks that they agree after each; returns the compiled step for further checks.
+template <class Model>
+void expect_same_training(const Shape& input, std::int64_t classes, DType dtype, bool adam, int steps,
+                          double tolerance) {
+  Trainer<Model> eager(7, dtype, adam), compiled(7, dtype, adam);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
+  manual_seed(11);
+  for (int i = 0; i < steps; ++i) {
+    const Tensor x = randn(input, TensorOptions().dtype(dtype));
+    const Tensor y = randint(0, classes, {input[0]});
+    // Dropout draws from the one generator: both runs must start each step from the same state.
+    const Tensor stream = get_rng_state();
+    const double eager_loss = eager.step(x, y).template item<double>();
+    set_rng_state(stream);
+    const double compiled_loss = step(x, y).template item<double>();
+    ASSERT_NEAR(compiled_loss, eager_loss, tolerance) << "step " << i;
+    ASSERT_LE(parameter_gap(*eager.model, *compiled.model), tolerance) << "step " << i;
+    if (i > 0) {
+      EXPECT_TRUE(step.last_call_replayed()) << "step " << i << ": " << step.eager_reason();
+    }
+  }
+  EXPECT_EQ(step.stats().captures, 1);
+  EXPECT_EQ(step.stats().replays, steps - 1);
+}
+
+TEST_F(CompileTest, AnMlpStepWithSgdMatchesEagerInFloat64) {
+  expect_same_training<SmallMlp>({6, 12}, 3, kFloat64, /*adam=*/false, 20, 1e-12);
+}
+
+TEST_F(CompileTest, ACnnStepWithDropoutAndAdamMatchesEagerInFloat64) {
+  expect_same_training<SmallCnn>({5, 1, 12, 12}, 5, kFloat64, /*adam=*/true, 20, 1e-12);
+}
+
+TEST_F(CompileTest, TheFashionCnnStepMatchesEagerInFloat32) {
+  // train_cnn's model: the oneDNN route, its blocked layouts and thin kernels.
+  expect_same_training<examples::Cnn>({8, 1, 28, 28}, 10, kFloat32, /*adam=*/true, 4, 0.0);
+}
+
+TEST_F(CompileTest, AReplayAllocatesNothing) {
+  Trainer<SmallCnn> run(3, kFloat32, true);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); });
+  const Tensor x = randn({4, 1, 12, 12}), y = randint(0, 5, {4});
+  step(x, y);  // captures
+  step(x, y);  // replays once: the optimizer's state exists now
+  const std::int64_t before = cpu_allocator_stats().allocations;
+  for (int i = 0; i < 3; ++i) step(x, y);
+  EXPECT_EQ(cpu_allocator_stats().allocations - before, 0);
+  EXPECT_GT(step.graph().memory.temporaries, 10);
+  EXPECT_LT(step.graph().memory.bytes, step.graph().memory.temporary_bytes);  // lifetimes share the arena
+}
+
+TEST_F(CompileTest, ANewBatchSizeCapturesAgainAndTheOldGraphStays) {
+  Trainer<SmallMlp> run(1, kFloat32, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); });
+  step(randn({6, 12}), randint(0, 3, {6}));
+  step(randn({6, 12}), randint(0, 3, {6}));
+  step(randn({2, 12}), randint(0, 3, {2}));  // the last batch of an epoch
+  step(randn({6, 12}), randint(0, 3, {6}));
+  EXPECT_EQ(step.stats().captures, 2);
+  EXPECT_EQ(step.stats().replays, 2);
+  // The thread count is guarded too (oneDNN's last bits depend on it).
+  const int threads = get_num_threads();
+  set_num_threads(threads == 1 ? 2 : 1);
+  step(randn({6, 12}), randint(0, 3, {6}));
+  set_num_threads(threads);
+  EXPECT_EQ(step.stats().captures, 3);
+}
+
+TEST_F(CompileTest, AStepThatReadsAComputedValueOnTheHostRunsEagerlyAndSaysWhere) {
+  Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
+  double seen = 0.0;
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    Tensor loss = compiled.step(x, y);
+    seen += loss.item<double>();  // frozen at the first step's value if it were replayed
+    return loss;
+  });
+  for (int i = 0; i < 3; ++i) {
+    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+    const double expected = eager.step(x, y).template item<double>();
+    EXPECT_DOUBLE_EQ(step(x, y).item<double>(), expected);
+  }
+  set_warning_handler(previous);
+  EXPECT_FALSE(step.last_call_replayed());
+  EXPECT_EQ(step.stats().eager_calls, 2);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("item() at test_compile.cpp:"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("reads on the host a tensor this step computed"), std::string::npos) << warnings[0];
+  EXPECT_LE(parameter_gap(*eager.model, *compiled.model), 0.0);
+}
+
+TEST_F(CompileTest, TheGraphPrintsLikeFxAndExportsToDot) {
+  Trainer<SmallMlp> run(4, kFloat32, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); });
+  step(randn({6, 12}), randint(0, 3, {6}));
+  const std::string text = step.graph().print();
+  EXPECT_NE(text.find("graph(%in0: float32[6, 12], %in1: int64[6]):"), std::string::npos) << text;
+  EXPECT_NE(text.find("region optimizer.zero_grad()"), std::string::npos) << text;
+  EXPECT_NE(text.find("= unary.relu(%"), std::string::npos) << text;
+  EXPECT_NE(text.find("fc1.weight.grad = %"), std::string::npos) << text;
+  EXPECT_NE(text.find("region optimizer.step()"), std::string::npos) << text;
+  EXPECT_NE(text.find("return %out0"), std::string::npos) << text;
+  const std::string dot = step.graph().to_dot();
+  EXPECT_EQ(dot.rfind("digraph step {", 0), 0u);
+  EXPECT_NE(dot.find("shape=octagon, label=\"optimizer.step\""), std::string::npos);
+}
+
+TEST_F(CompileTest, EveryPassKeepsTheResults) {
+  // The same training with no pass at all and with each one alone.
+  std::vector<std::string> selections{"none"};
+  for (const compiler::Pass& p : compiler::all_passes()) selections.push_back(p.name);
+  std::vector<double> reference;
+  for (const std::string& passes : selections) {
+    Trainer<SmallCnn> run(5, kFloat64, true);
+    auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); }, {.passes = passes});
+    manual_seed(3);
+    std::vector<double> losses;
+    for (int i = 0; i < 5; ++i) {
+      const Tensor x = randn({3, 1, 12, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 5, {3});
+      losses.push_back(step(x, y).item<double>());
+    }
+    if (reference.empty()) reference = losses;
+    EXPECT_EQ(losses, reference) << "passes: " << passes;
+  }
+}
+
+TEST_F(CompileTest, AnUnknownPassIsAnError) {
+  EXPECT_ERROR(compile([](const Tensor& x) { return x * 2; }, {.passes = "plan_memory,fuse_everything"}),
+               "KILN_COMPILE_PASSES: unknown pass 'fuse_everything' (known: plan_memory");
+}
+
+}  // namespace
+}  // namespace kiln
