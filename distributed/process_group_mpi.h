@@ -6,13 +6,21 @@
 //
 // Note [Two threads talk to MPI]: each group owns two threads, and only they call MPI after
 // initialisation. The collective thread runs the queued collectives one after another, in
-// call order, so every rank runs them in the same order; it uses MPI's blocking collectives,
-// which Open MPI tunes (a 2 MiB all-reduce between two local ranks: 0.68 ms blocking, 1.4 ms
-// non-blocking polled to completion). The caller gets a Work at once, which is what lets DDP
-// overlap all-reduce with backward. The watchdog thread answers the peers' pings and failure
-// notices on a communicator of its own every millisecond, and fails the collective in flight
-// when a peer reports that it failed (Note [Nothing hangs forever]). Needs
-// MPI_THREAD_MULTIPLE.
+// call order. Before each it swaps fingerprints with every peer on a communicator of their
+// own (Note [Collective fingerprints]), polling with MPI_Testsome and backing off into sleep
+// (Note [Waiting without spinning]): this is where a rank waits for a late, absent or dead
+// peer, without holding a core, and where mismatched ranks are refused. Only once every peer
+// has reached the same collective does it post it, with MPI's blocking call, which then waits
+// for the transfer alone. The blocking collectives are the ones Open MPI tunes; its
+// non-blocking ones (libnbc) pick slower algorithms by default (a 2 MiB all-reduce between two
+// local ranks: 0.35 ms blocking, 0.87 ms MPI_Iallreduce polled to completion), and posting
+// every collective non-blocking made bench_distributed's DDP step 11-15% slower. What is
+// left spinning is a peer that dies during a transfer: the collective thread stays inside
+// MPI, and the caller's wait() still fails at the timeout. The caller gets a Work at once,
+// which is what lets DDP overlap all-reduce with backward. The watchdog thread answers the
+// peers' pings and failure notices on the side channel every 10 ms (it receives
+// whatever arrives there, so fingerprints must not), and fails the collective in flight when
+// a peer reports that it failed (Note [Nothing hangs forever]). Needs MPI_THREAD_MULTIPLE.
 // Read next: distributed/data_parallel.h.
 #pragma once
 

@@ -5,6 +5,8 @@
 #include <mpi-ext.h>
 #endif
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -16,6 +18,8 @@
 #include "autograd/grad_mode.h"
 #include "core/creation.h"
 #include "core/half.h"
+#include "distributed/backoff.h"
+#include "distributed/fingerprint.h"
 #include "distributed/process_group_mpi.h"
 
 namespace kiln::distributed {
@@ -148,6 +152,12 @@ Tensor staging_for(const Tensor& t) {
 // Side-channel messages (Note [Nothing hangs forever]).
 enum Notice : int { kPing = 1, kPong = 2, kFailed = 3, kFailedSeen = 4 };
 
+// How often the watchdog looks at the side channel when nobody asks it to: answers to pings
+// and notices of failure may take this long, which nothing times to the millisecond, and a
+// rank that waits for a dead peer wakes this thread only a hundred times a second
+// (Note [Waiting without spinning]). Sending a notice or a probe wakes it at once.
+constexpr std::chrono::milliseconds kWatchPeriod{10};
+
 class MpiProcessGroup final : public ProcessGroup {
  public:
   static std::shared_ptr<MpiProcessGroup> create(std::chrono::milliseconds timeout) {
@@ -162,8 +172,15 @@ class MpiProcessGroup final : public ProcessGroup {
     MPI_Comm_free(&node);
     auto group = std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(rank, size, local_rank, timeout));
     group->weak_self_ = group;
-    group->collective_thread_ = std::thread([g = group.get()] { g->run_collectives(); });
-    group->watchdog_thread_ = std::thread([g = group.get()] { g->watch(); });
+    // Named, so that `top -H` shows which one uses the CPU.
+    group->collective_thread_ = std::thread([g = group.get()] {
+      pthread_setname_np(pthread_self(), "kiln-collective");
+      g->run_collectives();
+    });
+    group->watchdog_thread_ = std::thread([g = group.get()] {
+      pthread_setname_np(pthread_self(), "kiln-watchdog");
+      g->watch();
+    });
     return group;
   }
 
@@ -204,6 +221,7 @@ class MpiProcessGroup final : public ProcessGroup {
     if (!stuck_ && !g_finalized.load()) {
       MPI_Comm_free(&data_);
       MPI_Comm_free(&control_);
+      MPI_Comm_free(&fingerprints_);
     }
   }
   bool stuck() const { return stuck_; }
@@ -212,7 +230,7 @@ class MpiProcessGroup final : public ProcessGroup {
     std::unique_lock<std::mutex> lock(mutex_);
     if (shut_down_ || size() == 1) return;
     failure_to_send_ = message;
-    wake_.notify_all();
+    watch_wake_.notify_all();
     // Until every peer has seen it (or a second has passed): a process that exits at once
     // could otherwise take the notice with it.
     state_changed_.wait_for(lock, std::chrono::seconds(1),
@@ -232,6 +250,7 @@ class MpiProcessGroup final : public ProcessGroup {
     const MPI_Op mop = mpi_op(staged.dtype(), op);
     void* data = staged.raw_data_ptr();
     return enqueue(describe("all_reduce", tensor, reduce_op_name(op)),
+                   CollectiveFingerprint::of(Collective::AllReduce, tensor.dtype(), count, op),
                    [=, this] { return MPI_Allreduce(MPI_IN_PLACE, data, count, type, mop, data_); },
                    finisher(tensor, staged, op));
   }
@@ -242,6 +261,7 @@ class MpiProcessGroup final : public ProcessGroup {
     const MPI_Datatype type = mpi_type(staged.dtype());
     void* data = staged.raw_data_ptr();
     return enqueue(describe("broadcast", tensor, ("src " + std::to_string(src)).c_str()),
+                   CollectiveFingerprint::of(Collective::Broadcast, tensor.dtype(), count, std::nullopt, src),
                    [=, this] { return MPI_Bcast(data, count, type, src, data_); },
                    finisher(tensor, staged, ReduceOp::SUM));
   }
@@ -257,6 +277,7 @@ class MpiProcessGroup final : public ProcessGroup {
     // The finish shares the storages the caller reads after wait(); `source` lives until then.
     auto finish = [copy = copy_gathered(outputs, gathered, input), source] { copy(); };
     return enqueue(describe("all_gather", input, ""),
+                   CollectiveFingerprint::of(Collective::AllGather, input.dtype(), count),
                    [=, this] { return MPI_Allgather(in, count, type, out, count, type, data_); },
                    std::move(finish));
   }
@@ -273,23 +294,26 @@ class MpiProcessGroup final : public ProcessGroup {
     void* out = staged.raw_data_ptr();
     auto finish = finisher(output, staged, op);
     return enqueue(describe("reduce_scatter", output, reduce_op_name(op)),
+                   CollectiveFingerprint::of(Collective::ReduceScatter, output.dtype(), count, op),
                    [=, this] { return MPI_Reduce_scatter_block(in, out, count, type, mop, data_); },
                    [finish, source] { finish(); });
   }
 
   std::shared_ptr<Work> do_barrier() override {
-    return enqueue(std::string("barrier"), [this] { return MPI_Barrier(data_); }, {});
+    return enqueue(std::string("barrier"), CollectiveFingerprint::of(Collective::Barrier),
+                   [this] { return MPI_Barrier(data_); }, {});
   }
 
  private:
   MpiProcessGroup(int rank, int size, int local_rank, std::chrono::milliseconds timeout)
       : ProcessGroup(rank, size, local_rank, timeout) {
-    // Two communicators of our own: collectives never meet the user's MPI traffic, and the
-    // side channel never queues behind a collective.
-    MPI_Comm_dup(MPI_COMM_WORLD, &data_);
-    MPI_Comm_dup(MPI_COMM_WORLD, &control_);
-    MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
+    // Communicators of our own: collectives never meet the user's MPI traffic, the side
+    // channel never queues behind a collective, and the watchdog, which receives whatever
+    // arrives on the side channel, never takes a fingerprint meant for the collective thread.
+    for (MPI_Comm* comm : {&data_, &control_, &fingerprints_}) {
+      MPI_Comm_dup(MPI_COMM_WORLD, comm);
+      MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN);
+    }
     {
       LiveGroups& live = live_groups();
       std::lock_guard<std::mutex> lock(live.mutex);
@@ -298,7 +322,8 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   struct Operation {
-    std::function<int()> run;  // the blocking MPI call
+    CollectiveFingerprint fingerprint;
+    std::function<int()> run;  // the blocking MPI collective
     std::shared_ptr<Work> work;
   };
 
@@ -317,15 +342,16 @@ class MpiProcessGroup final : public ProcessGroup {
     };
   }
 
-  std::shared_ptr<Work> enqueue(std::string description, std::function<int()> run, std::function<void()> finish) {
+  std::shared_ptr<Work> enqueue(std::string description, CollectiveFingerprint fingerprint,
+                                std::function<int()> run, std::function<void()> finish) {
     std::lock_guard<std::mutex> lock(mutex_);
     KILN_CHECK_AS(DistBackendError, !shut_down_, description, ": the process group was destroyed");
-    ++sequence_;
+    fingerprint.sequence = ++sequence_;
     description += " #" + std::to_string(sequence_) + " on rank " + std::to_string(rank()) + " of " +
                    std::to_string(size());
     auto work = std::make_shared<Work>(std::move(description), timeout(), [this] { return diagnose(); },
                                        std::move(finish));
-    queue_.push_back({std::move(run), work});
+    queue_.push_back({fingerprint, std::move(run), work});
     wake_.notify_all();
     return work;
   }
@@ -349,15 +375,15 @@ class MpiProcessGroup final : public ProcessGroup {
       }
       const std::shared_ptr<MpiProcessGroup> self = weak_self_.lock();
       op.work->mark_posted();
-      const int rc = op.run();
+      const std::optional<std::string> error = run(op);
       {
         std::lock_guard<std::mutex> lock(mutex_);
         in_flight_.reset();
       }
-      if (rc == MPI_SUCCESS) {
+      if (!error) {
         op.work->mark_completed();
       } else {
-        op.work->mark_failed(mpi_error_text(rc));
+        op.work->mark_failed(*error);
       }
       if (self.use_count() == 1) {
         // The last holder let go during the call: this thread ends the group.
@@ -368,13 +394,110 @@ class MpiProcessGroup final : public ProcessGroup {
     }
   }
 
-  /// The watchdog thread: the side channel every millisecond, and the failure of the
+  /// One collective on the collective thread: the fingerprints first (Note [Collective
+  /// fingerprints]), then the data. Returns the error to fail it with, if any.
+  std::optional<std::string> run(Operation& op) {
+    if (size() > 1) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        swapping_fingerprints_ = true;
+      }
+      std::optional<std::string> refused = agree_on(op.fingerprint);
+      std::lock_guard<std::mutex> lock(mutex_);
+      swapping_fingerprints_ = false;
+      awaiting_.clear();
+      if (refused) return refused;
+      if (peer_failure_) {
+        stuck_ = true;  // a peer that reported its failure may never post this collective
+        return *peer_failure_;
+      }
+    }
+    // Every peer has reached this collective and posts it now, so MPI's blocking call, which
+    // busy-polls, waits for the transfer only (Note [Two threads talk to MPI]).
+    const int rc = op.run();
+    if (rc != MPI_SUCCESS) return mpi_error_text(rc);
+    return std::nullopt;
+  }
+
+  /// Sends this rank's fingerprint to every peer and waits for theirs; nullopt when they all
+  /// match. On the collective thread only, one collective at a time, which is what keeps the
+  /// k-th message from each peer that peer's k-th fingerprint.
+  std::optional<std::string> agree_on(const CollectiveFingerprint& mine) {
+    const auto world = static_cast<std::size_t>(size());
+    fingerprint_out_ = mine.to_wire();
+    fingerprint_in_.assign(world, {});
+    std::vector<int> peers;
+    std::vector<MPI_Request> requests;  // 2k: the receive from peers[k], 2k + 1: the send to it
+    const int words = static_cast<int>(fingerprint_out_.size());
+    for (int peer = 0; peer < size(); ++peer) {
+      if (peer == rank()) continue;
+      peers.push_back(peer);
+      MPI_Irecv(fingerprint_in_[static_cast<std::size_t>(peer)].data(), words, MPI_INT64_T, peer, 0, fingerprints_,
+                &requests.emplace_back());
+      MPI_Isend(fingerprint_out_.data(), words, MPI_INT64_T, peer, 0, fingerprints_, &requests.emplace_back());
+    }
+    if (std::optional<std::string> error = await_fingerprints(mine, peers, requests)) {
+      // Given up (a peer failed, or the group is shutting down): no later collective of this
+      // group exchanges fingerprints, and the buffers are members, alive while MPI needs them.
+      for (std::size_t i = 0; i < requests.size(); i += 2) {
+        if (requests[i] != MPI_REQUEST_NULL) MPI_Cancel(&requests[i]);
+      }
+      for (MPI_Request& r : requests) {
+        if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+      }
+      return error;
+    }
+    std::vector<CollectiveFingerprint> by_rank;
+    for (std::size_t r = 0; r < world; ++r) {
+      by_rank.push_back(r == static_cast<std::size_t>(rank()) ? mine
+                                                               : CollectiveFingerprint::from_wire(fingerprint_in_[r]));
+    }
+    return fingerprint_mismatch(by_rank);
+  }
+
+  /// Polls the fingerprint exchange until it is complete (Note [Waiting without spinning]),
+  /// keeping the peers not heard from yet in `awaiting_` for diagnose(). Gives up when a peer
+  /// reports its failure or the group shuts down, and says why.
+  std::optional<std::string> await_fingerprints(const CollectiveFingerprint& mine, const std::vector<int>& peers,
+                                                std::vector<MPI_Request>& requests) {
+    std::vector<int> completed(requests.size());
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      awaiting_for_ = mine;
+    }
+    Backoff backoff;
+    for (;;) {
+      int count = 0;
+      const int rc = MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &count, completed.data(),
+                                  MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) return mpi_error_text(rc);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        awaiting_.clear();
+        for (std::size_t k = 0; k < peers.size(); ++k) {
+          if (requests[2 * k] != MPI_REQUEST_NULL) awaiting_.push_back(peers[k]);
+        }
+        const bool done = std::all_of(requests.begin(), requests.end(),
+                                      [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
+        if (done) return std::nullopt;
+        if (peer_failure_) {
+          stuck_ = true;  // the peer may be gone: as in watch(), no finalising with it
+          return *peer_failure_;
+        }
+        if (stopping_) return std::string("the process group was shut down");
+      }
+      backoff.pause();
+    }
+  }
+
+  /// The watchdog thread: the side channel every kWatchPeriod, and the failure of the
   /// collective in flight when a peer reports its own.
   void watch() {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        watch_wake_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stopping_; });
+        watch_wake_.wait_for(lock, kWatchPeriod,
+                             [&] { return stopping_ || failure_to_send_ || (probe_requested_ && !probing_); });
         if (stopping_) break;
       }
       service_side_channel();
@@ -382,7 +505,10 @@ class MpiProcessGroup final : public ProcessGroup {
       if (peer_failure_) {
         // MPI cannot cancel a collective: the collective thread may stay in it for good, so
         // this group will not free its communicators and the exit handler will not finalise.
-        if (in_flight_) {
+        // While it swaps fingerprints it gives up by itself, after a last look at them: a
+        // peer that failed on a mismatch has sent its fingerprint, and this rank then reports
+        // the mismatch in its own words.
+        if (in_flight_ && !swapping_fingerprints_) {
           in_flight_->mark_failed(*peer_failure_);
           stuck_ = true;
         }
@@ -468,7 +594,7 @@ class MpiProcessGroup final : public ProcessGroup {
     if (shut_down_) return "";
     const int before = probes_done_;
     probe_requested_ = true;
-    wake_.notify_all();
+    watch_wake_.notify_all();
     state_changed_.wait_for(lock, probe_grace() + std::chrono::milliseconds(500),
                             [&] { return probes_done_ > before || peer_failure_.has_value(); });
     if (peer_failure_) return ": " + *peer_failure_;
@@ -481,11 +607,20 @@ class MpiProcessGroup final : public ProcessGroup {
       return ": no answer from rank " + silent + " within " + std::to_string(probe_grace().count()) +
              " ms (the process died or hangs outside Kiln)";
     }
+    if (!awaiting_.empty()) {
+      // The collective thread is exchanging fingerprints: it knows who has not arrived.
+      std::string ranks;
+      for (int r : awaiting_) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      return ": every rank answers, but rank" + std::string(awaiting_.size() > 1 ? "s " : " ") + ranks +
+             (awaiting_.size() > 1 ? " have" : " has") + " not called collective #" +
+             std::to_string(awaiting_for_.sequence) + " (here " + awaiting_for_.str() +
+             "; every rank must call the same collectives in the same order)";
+    }
     return ": every rank answers, so at least one has not called this collective (every rank must call the "
            "same collectives in the same order)";
   }
 
-  MPI_Comm data_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
+  MPI_Comm data_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL, fingerprints_ = MPI_COMM_NULL;
   std::weak_ptr<MpiProcessGroup> weak_self_;
   std::thread collective_thread_, watchdog_thread_;
   std::shared_ptr<Work> in_flight_;
@@ -502,6 +637,13 @@ class MpiProcessGroup final : public ProcessGroup {
   std::vector<bool> answered_, probe_result_;
   Work::Clock::time_point probe_deadline_{};
   std::deque<Outgoing> outgoing_;  // a deque: the buffers must not move while MPI sends them
+  // The collective thread's own.
+  CollectiveFingerprint::Wire fingerprint_out_{};
+  std::vector<CollectiveFingerprint::Wire> fingerprint_in_;
+  // Shared with diagnose(), under mutex_: the peers whose fingerprint has not come, and ours.
+  std::vector<int> awaiting_;
+  CollectiveFingerprint awaiting_for_;
+  bool swapping_fingerprints_ = false;
 };
 
 void finalize_at_exit() {
