@@ -13,9 +13,9 @@
 // yields, which on an idle core is still a spin but hands the core to the rank's compute
 // threads when they need it; after that it sleeps for 1/16 of the time waited so far, between
 // 50 us and 10 ms. A late peer therefore costs at most about 6% of the wait it caused, and a
-// thread that waits for a dead one wakes a hundred times a second. Each wake costs some 15 us
-// of CPU (the poll runs MPI's progress engine), so a rank waiting for a dead peer, with its
-// watchdog (Note [Two threads talk to MPI]), uses well under 1% of a core.
+// thread that waits for a dead one wakes a hundred times a second, at some 15 us of CPU each
+// (the poll runs MPI's progress engine). A rank waiting for a dead peer thus uses about 2% of
+// a core, most of it its watchdog's (Note [Two threads talk to MPI]).
 #pragma once
 
 #include <algorithm>

@@ -18,7 +18,7 @@
 // left spinning is a peer that dies during a transfer: the collective thread stays inside
 // MPI, and the caller's wait() still fails at the timeout. The caller gets a Work at once,
 // which is what lets DDP overlap all-reduce with backward. The watchdog thread answers the
-// peers' pings and failure notices on the side channel every 10 ms (it receives
+// peers' pings and failure notices on the side channel every millisecond (it receives
 // whatever arrives there, so fingerprints must not), and fails the collective in flight when
 // a peer reports that it failed (Note [Nothing hangs forever]). Needs MPI_THREAD_MULTIPLE.
 // Read next: distributed/data_parallel.h.
