@@ -14,8 +14,10 @@
 // threads when they need it; after that it sleeps for 1/16 of the time waited so far, between
 // 50 us and 10 ms. A late peer therefore costs at most about 6% of the wait it caused, and a
 // thread that waits for a dead one wakes a hundred times a second, at some 15 us of CPU each
-// (the poll runs MPI's progress engine). A rank waiting for a dead peer thus uses about 2% of
-// a core, most of it its watchdog's (Note [Two threads talk to MPI]).
+// (the poll runs MPI's progress engine). A rank waiting for a dead peer thus uses 2-3% of a
+// core, most of it its watchdog's (Note [Two threads talk to MPI]). The same schedule polls
+// the collective itself once posted: a transfer of under 2 ms is never slowed, and a longer
+// one, which Open MPI advances only while it is polled, measured no slower either (16 MiB).
 #pragma once
 
 #include <algorithm>

@@ -7,20 +7,17 @@
 // Note [Two threads talk to MPI]: each group owns two threads, and only they call MPI after
 // initialisation. The collective thread runs the queued collectives one after another, in
 // call order. Before each it swaps fingerprints with every peer on a communicator of their
-// own (Note [Collective fingerprints]), polling with MPI_Testsome and backing off into sleep
-// (Note [Waiting without spinning]): this is where a rank waits for a late, absent or dead
-// peer, without holding a core, and where mismatched ranks are refused. Only once every peer
-// has reached the same collective does it post it, with MPI's blocking call, which then waits
-// for the transfer alone. The blocking collectives are the ones Open MPI tunes; its
-// non-blocking ones (libnbc) pick slower algorithms by default (a 2 MiB all-reduce between two
-// local ranks: 0.35 ms blocking, 0.87 ms MPI_Iallreduce polled to completion), and posting
-// every collective non-blocking made bench_distributed's DDP step 11-15% slower. What is
-// left spinning is a peer that dies during a transfer: the collective thread stays inside
-// MPI, and the caller's wait() still fails at the timeout. The caller gets a Work at once,
-// which is what lets DDP overlap all-reduce with backward. The watchdog thread answers the
-// peers' pings and failure notices on the side channel every millisecond (it receives
-// whatever arrives there, so fingerprints must not), and fails the collective in flight when
-// a peer reports that it failed (Note [Nothing hangs forever]). Needs MPI_THREAD_MULTIPLE.
+// own (Note [Collective fingerprints]), then posts the collective with MPI's non-blocking call
+// (MPI_Iallreduce, MPI_Ibcast, ...); it polls both with MPI_Test and backs off into sleep
+// (Note [Waiting without spinning]), so a rank that waits for a late, absent or dead peer does
+// not hold a core, as MPI's blocking calls did, and gives up when a peer reports its failure.
+// Open MPI's non-blocking all-reduce picks a slow algorithm for Kiln's in-place reductions on
+// few ranks, so Kiln asks it for a faster one (prefer_rabenseifner_iallreduce); with that, the
+// collectives cost what the blocking ones cost. The caller gets a Work at once, which is what
+// lets DDP overlap all-reduce with backward. The watchdog thread answers the peers' pings and
+// failure notices on the side channel every millisecond (it receives whatever arrives there,
+// so fingerprints must not), and fails the collective in flight when a peer reports that it
+// failed (Note [Nothing hangs forever]). Needs MPI_THREAD_MULTIPLE.
 // Read next: distributed/data_parallel.h.
 #pragma once
 
