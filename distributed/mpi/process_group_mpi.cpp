@@ -182,8 +182,8 @@ Tensor staging_for(const Tensor& t) {
 enum Notice : int { kPing = 1, kPong = 2, kFailed = 3, kFailedSeen = 4 };
 
 // How often the watchdog looks at the side channel (sending a notice or a probe wakes it at
-// once). Each look costs about 15 us of CPU, 1.5% of a core. Every 10 ms would cut that, but
-// measured on the 2-core CI machine, shared with other builds, the ranks' compute then got
+// once). Each look costs some 15 us of CPU, 1.5% of a core. Every 10 ms would cut that, but
+// on a 2-core machine shared with other builds (as CI's is) the ranks' compute then got
 // markedly less of the CPU (bench_distributed's MlpStep without DDP: 2.9 ms a step -> 5.3 ms,
 // 20 alternating runs), an effect of the kernel's scheduler under load that this thread's
 // frequent wake-ups happen to avoid.

@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
   } catch (const distributed::DistBackendError& e) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
-    std::printf("rank %d failed after %.1f s (%.0f%% of a core): %s\n", rank, seconds, 100.0 * cpu / std::max(seconds, 1e-3),
-                e.message().c_str());
+    const double percent = 100.0 * cpu / std::max(seconds, 1e-3);
+    std::printf("rank %d failed after %.1f s (%.0f%% of a core): %s\n", rank, seconds, percent, e.message().c_str());
     std::fflush(stdout);
     std::_Exit(1);  // the collective can never finish: do not finalise MPI under it
   }
