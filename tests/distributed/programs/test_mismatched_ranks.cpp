@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -56,14 +57,19 @@ std::vector<std::string> stderr_of(const std::string& output, int rank) {
   return lines;
 }
 
-/// A folder of 256 training and 64 test images, written once for every case.
+/// A folder of 256 training and 64 test images, written once per process (ctest -j runs the
+/// cases as separate processes, so each has its own) and removed at exit.
 const fs::path& fashion_folder() {
-  static const fs::path dir = [] {
-    const fs::path d = fs::current_path() / "mismatched_ranks_fashion";
-    kiln::testing::write_fashion_files(d, 256, 64);
-    return d;
-  }();
-  return dir;
+  struct Folder {
+    fs::path path = fs::current_path() / ("mismatched_ranks_fashion." + std::to_string(getpid()));
+    Folder() { kiln::testing::write_fashion_files(path, 256, 64); }
+    ~Folder() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  };
+  static const Folder folder;
+  return folder.path;
 }
 
 constexpr int kTimeoutSeconds = 30;
