@@ -16,8 +16,9 @@
 // collectives cost what the blocking ones cost. The caller gets a Work at once, which is what
 // lets DDP overlap all-reduce with backward. The watchdog thread answers the peers' pings and
 // failure notices on the side channel every millisecond (it receives whatever arrives there,
-// so fingerprints must not), and fails the collective in flight when a peer reports that it
-// failed (Note [Nothing hangs forever]). Needs MPI_THREAD_MULTIPLE.
+// so fingerprints must not); when a peer reports that it failed, it fails the queued
+// collectives, and the collective thread the one in flight (Note [Nothing hangs forever]).
+// Needs MPI_THREAD_MULTIPLE.
 // Read next: distributed/data_parallel.h.
 #pragma once
 
