@@ -10,6 +10,8 @@
 // answer, or says that all answered and one of them has not reached this collective. A rank
 // that fails on purpose (report_failure, or an uncaught exception once the default group is
 // up) tells its peers first, so they fail with its rank and its message instead of waiting.
+// On the MPI backend, ranks that call different collectives, or the same one with other
+// sizes, fail at once on every rank before any data moves (Note [Collective fingerprints]).
 // Read next: distributed/distributed.h (the default group and free functions).
 #pragma once
 

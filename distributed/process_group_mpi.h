@@ -6,13 +6,19 @@
 //
 // Note [Two threads talk to MPI]: each group owns two threads, and only they call MPI after
 // initialisation. The collective thread runs the queued collectives one after another, in
-// call order, so every rank runs them in the same order; it uses MPI's blocking collectives,
-// which Open MPI tunes (a 2 MiB all-reduce between two local ranks: 0.68 ms blocking, 1.4 ms
-// non-blocking polled to completion). The caller gets a Work at once, which is what lets DDP
-// overlap all-reduce with backward. The watchdog thread answers the peers' pings and failure
-// notices on a communicator of its own every millisecond, and fails the collective in flight
-// when a peer reports that it failed (Note [Nothing hangs forever]). Needs
-// MPI_THREAD_MULTIPLE.
+// call order. Before each it swaps fingerprints with every peer on a communicator of their
+// own (Note [Collective fingerprints]), then posts the collective with MPI's non-blocking call
+// (MPI_Iallreduce, MPI_Ibcast, ...); it polls both with MPI_Test and backs off into sleep
+// (Note [Waiting without spinning]), so a rank that waits for a late, absent or dead peer does
+// not hold a core, as MPI's blocking calls did, and gives up when a peer reports its failure.
+// Open MPI's non-blocking all-reduce picks a slow algorithm for Kiln's in-place reductions on
+// few ranks, so Kiln asks it for a faster one (prefer_rabenseifner_iallreduce); with that, the
+// collectives cost what the blocking ones cost. The caller gets a Work at once, which is what
+// lets DDP overlap all-reduce with backward. The watchdog thread answers the peers' pings and
+// failure notices on the side channel every millisecond (it receives whatever arrives there,
+// so fingerprints must not); when a peer reports that it failed, it fails the queued
+// collectives, and the collective thread the one in flight (Note [Nothing hangs forever]).
+// Needs MPI_THREAD_MULTIPLE.
 // Read next: distributed/data_parallel.h.
 #pragma once
 

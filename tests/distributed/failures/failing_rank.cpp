@@ -4,9 +4,13 @@
 //   failing_rank raise   rank 1 throws and nobody catches it
 //   failing_rank kill    rank 1 is killed (SIGKILL): no goodbye, only silence
 //   failing_rank skip    rank 1 lives but never calls the collective
-// Rank 0 prints "rank 0 failed after S s: <message>". ctest matches that line.
+// Rank 0 prints "rank 0 failed after S s (P% of a core): <message>", P being the CPU time
+// the whole process used while it waited (Note [Waiting without spinning]). ctest matches
+// that line.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -36,11 +40,14 @@ int main(int argc, char** argv) {
     std::_Exit(0);
   }
   const auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();  // the process's CPU time, every thread's
   try {
     distributed::all_reduce(t);
   } catch (const distributed::DistBackendError& e) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("rank %d failed after %.1f s: %s\n", rank, seconds, e.message().c_str());
+    const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+    const double percent = 100.0 * cpu / std::max(seconds, 1e-3);
+    std::printf("rank %d failed after %.1f s (%.0f%% of a core): %s\n", rank, seconds, percent, e.message().c_str());
     std::fflush(stdout);
     std::_Exit(1);  // the collective can never finish: do not finalise MPI under it
   }
