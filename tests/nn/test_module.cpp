@@ -36,6 +36,14 @@ TEST(Module, LinearOnA0dInputIsMatmulsError) {
   EXPECT_ERROR(nn::Linear(3, 0).forward(ones({4, 0})), "mat1 and mat2 shapes cannot be multiplied (4x0 and 3x0)");
 }
 
+// Sizes a recurrent layer multiplies (4 gates × hidden_size) are checked, not wrapped: 4 * 2^62
+// wrapped to 0 (undefined behaviour), and the error came later, from a weight said to have 0 rows.
+TEST(Module, RecurrentSizesThatOverflowAreErrors) {
+  const std::int64_t huge = std::int64_t{1} << 62;
+  EXPECT_ERROR(nn::LSTM(4, huge), "the gates' rows, gates * hidden_size = 4 * 4611686018427387904 does not fit in int64");
+  EXPECT_ERROR(nn::LSTMCell(4, huge), "the gates' rows, gates * hidden_size = 4 * 4611686018427387904 does not fit in int64");
+}
+
 TEST(Module, RegistersNestedNamesInOrder) {
   Net net;
   std::vector<std::string> names;
