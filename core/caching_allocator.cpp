@@ -64,7 +64,11 @@ CachingAllocatorConfig CachingAllocatorConfig::parse(const std::string& text, co
       // PyTorch requires more than the 20 MiB large-segment size, so splitting still works.
       KILN_CHECK_VALUE(end != value.c_str() && *end == '\0' && mb > 20, variable,
                        ": max_split_size_mb must be an integer greater than 20, got '", value, "'");
-      config.max_split_size = static_cast<std::size_t>(mb) << 20;
+      // PyTorch clamps, so that a value past what bytes can count means "no limit" (its
+      // default) instead of a shift that wraps (2^44 MiB and more) to a small limit.
+      constexpr unsigned long long kMostMiB = SIZE_MAX >> 20;
+      config.max_split_size =
+          static_cast<unsigned long long>(mb) >= kMostMiB ? SIZE_MAX : static_cast<std::size_t>(mb) << 20;
     } else {
       KILN_CHECK_VALUE(false, variable, ": unrecognized key '", key, "' (Kiln supports max_split_size_mb)");
     }

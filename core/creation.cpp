@@ -2,6 +2,9 @@
 // does with memory).
 #include "core/creation.h"
 
+#include <cmath>
+#include <limits>
+
 #include "core/kernels.h"
 #include "core/ops/allocate.h"
 #include "core/ops/copy.h"
@@ -155,9 +158,15 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   const DType dtype = options.dtype_or(floating ? default_dtype() : DType::Int64);
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   KILN_CHECK_VALUE(st != 0.0, "step must be nonzero");
+  KILN_CHECK_VALUE(std::isfinite(s) && std::isfinite(e), "unsupported range: ", start, " -> ", end);
   KILN_CHECK_VALUE((st > 0 && e >= s) || (st < 0 && e <= s),
                    "upper bound and larger bound inconsistent with step sign");
-  const auto n = static_cast<std::int64_t>(std::ceil((e - s) / st));
+  // PyTorch's checks, in its order. The count is a double first: converting one past int64's
+  // range (arange(0, 1e20), or a step of 1e-300) to an integer is undefined behaviour.
+  const double count = std::ceil((e - s) / st);
+  KILN_CHECK_VALUE(count >= 0 && count < static_cast<double>(std::numeric_limits<std::int64_t>::max()),
+                   "invalid size, possible overflow?");
+  const auto n = static_cast<std::int64_t>(count);
   Tensor t = new_tensor({n}, dtype, options, loc, "arange");
   if (ops::has_data(t.device()) && n > 0) {
     require_kernel(kernels_for(t.device().type()).arange, "arange", t.device())(t, start, step);

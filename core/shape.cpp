@@ -19,9 +19,21 @@ Shape contiguous_strides(IntArrayRef sizes) {
 }
 
 std::int64_t compute_numel(IntArrayRef sizes) {
+  // A zero anywhere makes the product 0, however large the other sizes (an expand of an
+  // empty tensor); otherwise a product past int64 is PyTorch's error, never a wrapped count
+  // (a wrapped count can be 0, and an op would then treat a huge view as empty).
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return 0;
   std::int64_t n = 1;
-  for (auto s : sizes) n *= s;
+  bool overflowed = false;
+  for (auto s : sizes) overflowed |= __builtin_mul_overflow(n, s, &n);
+  KILN_CHECK(!overflowed, "numel: integer multiplication overflow");
   return n;
+}
+
+std::int64_t multiply_sizes(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t product = 0;
+  KILN_CHECK_VALUE(!__builtin_mul_overflow(a, b, &product), what, " = ", a, " * ", b, " does not fit in int64");
+  return product;
 }
 
 DimSplit split_at_dim(IntArrayRef sizes, std::int64_t dim) {

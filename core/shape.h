@@ -13,8 +13,14 @@ namespace kiln {
 
 /// Strides of a row-major (C-contiguous) tensor of these sizes.
 Shape contiguous_strides(IntArrayRef sizes);
-/// Product of sizes (1 for a 0-d tensor).
+/// Product of sizes (1 for a 0-d tensor, 0 when any size is 0), or PyTorch's "numel: integer
+/// multiplication overflow" when it does not fit in int64 (a view can be that large: an expand
+/// allocates nothing).
 std::int64_t compute_numel(IntArrayRef sizes);
+/// a * b for a size built from a user's numbers (LSTM's 4 * hidden_size, attention's
+/// 3 * embed_dim), or a ValueError naming both ("<what> = 4 * 4611686018427387904 does not fit
+/// in int64") instead of a wrapped product that could pass every later check.
+std::int64_t multiply_sizes(std::int64_t a, std::int64_t b, const char* what);
 /// Bytes a contiguous tensor of these sizes needs, or PyTorch's "Storage size calculation
 /// overflowed with sizes=[...]" when the shape cannot exist (checked in 64 bits, including the
 /// strides of an empty tensor, whose dims still multiply).

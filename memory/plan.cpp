@@ -54,6 +54,16 @@ namespace {
 
 constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
 
+/// The most bytes a replay counts: what int64 holds. A device without a capacity is bounded
+/// by it, so a step of tensors that add up past 8 EiB is out of memory, not a wrapped sum.
+constexpr std::int64_t kMaxPlannedBytes = std::numeric_limits<std::int64_t>::max();
+
+/// An allocator's rounded size as the report counts it: rounding a request just under 2^63
+/// bytes up to its size class gives 2^63, one past int64.
+std::int64_t clamp_bytes(std::size_t bytes) {
+  return static_cast<std::int64_t>(std::min<std::size_t>(bytes, kMaxPlannedBytes));
+}
+
 /// What the observer heard: blocks, and allocation/release/phase events in program order.
 class Recorder final : public MetaAllocationObserver, public PhaseMarker {
  public:
@@ -148,9 +158,13 @@ class CpuModel final : public DeviceModel {
       stack.pop_back();
       cached_ -= static_cast<std::int64_t>(size);
     } else {
-      const auto need = static_cast<std::int64_t>(size);
-      if (capacity_ > 0 && allocated_ + cached_ + need > capacity_) trim_to(0);  // fresh() empties the cache
-      if (capacity_ > 0 && allocated_ + need > capacity_) {
+      // Compared by subtraction: allocated_ + cached_ <= limit always holds, so nothing here
+      // can pass int64, however large the planned tensors (see kMaxPlannedBytes).
+      const std::int64_t limit = capacity_ > 0 ? capacity_ : kMaxPlannedBytes;
+      const bool too_large = size > static_cast<std::size_t>(limit);
+      const auto need = static_cast<std::int64_t>(std::min<std::size_t>(size, kMaxPlannedBytes));
+      if (too_large || need > limit - allocated_ - cached_) trim_to(0);  // fresh() empties the cache
+      if (too_large || need > limit - allocated_) {
         detail::throw_error<OutOfMemoryError>(std::source_location::current(), msg::cpu_out_of_memory(size));
       }
     }
@@ -170,7 +184,7 @@ class CpuModel final : public DeviceModel {
     trim_to(limit_);
   }
 
-  std::int64_t rounded(std::size_t nbytes) const override { return static_cast<std::int64_t>(cpu_allocation_size(nbytes)); }
+  std::int64_t rounded(std::size_t nbytes) const override { return clamp_bytes(cpu_allocation_size(nbytes)); }
   std::int64_t allocated() const override { return allocated_; }
   std::int64_t reserved() const override { return allocated_ + cached_; }
   std::int64_t largest_free() const override {
@@ -237,9 +251,7 @@ class CudaModel final : public DeviceModel {
     cache_.free(it->second);
     live_.erase(it);
   }
-  std::int64_t rounded(std::size_t nbytes) const override {
-    return static_cast<std::int64_t>(CachingAllocator::round_size(nbytes));
-  }
+  std::int64_t rounded(std::size_t nbytes) const override { return clamp_bytes(CachingAllocator::round_size(nbytes)); }
   std::int64_t allocated() const override { return cache_.stats().allocated_bytes.current; }
   std::int64_t reserved() const override { return cache_.stats().reserved_bytes.current; }
   std::int64_t largest_free() const override { return cache_.stats().largest_free_block; }
@@ -396,6 +408,14 @@ class SwappedTensors {
   nn::StateDict& twins_;
 };
 
+/// Every size of a planned input or target is at least 1 (a 0-d spec has none to check).
+void check_spec(const char* what, const TensorSpec& spec) {
+  for (std::size_t d = 0; d < spec.sizes.size(); ++d) {
+    KILN_CHECK_VALUE(spec.sizes[d] >= 1, "memory::plan: ", what, " sizes must be positive, got ", IntArrayRef(spec.sizes),
+                     d == 0 ? " (dim 0 is the batch)" : "");
+  }
+}
+
 TensorSpec with_batch(const TensorSpec& spec, std::int64_t batch) {
   TensorSpec s = spec;
   KILN_CHECK_VALUE(!s.sizes.empty(), "max_batch: the input and target shapes need a batch dimension");
@@ -408,6 +428,9 @@ TensorSpec with_batch(const TensorSpec& spec, std::int64_t batch) {
 MemoryPlan plan(const std::function<void(PhaseMarker& marker)>& run, const PlanOptions& options) {
   KILN_CHECK_VALUE(options.device.is_cpu() || options.device.is_cuda(),
                    "memory::plan: plans are made for cpu or cuda devices, got ", options.device);
+  KILN_CHECK_VALUE(options.capacity >= 0, "memory::plan: capacity must be a number of bytes, or 0 for the device's ",
+                   "own, got ", options.capacity);
+  KILN_CHECK_VALUE(static_cast<bool>(run), "memory::plan: the step function is empty");
   Recorder recorder;
   {
     Listening listening(recorder);
@@ -421,6 +444,12 @@ MemoryPlan plan(const std::function<void(PhaseMarker& marker)>& run, const PlanO
 
 MemoryPlan plan(nn::Module& model, const TensorSpec& input, const TensorSpec& target,
                 const OptimizerFactory& make_optimizer, const PlanOptions& options) {
+  // Checked before anything runs: an empty batch would plan a step that allocates nothing and
+  // report that it fits, and an empty std::function throws only "bad_function_call".
+  check_spec("input", input);
+  check_spec("target", target);
+  KILN_CHECK_VALUE(!options.train || make_optimizer,
+                   "memory::plan: make_optimizer is empty; a training step needs a factory that builds its optimizer");
   const LossFunction loss_of = options.loss ? options.loss : LossFunction([](const Tensor& out, const Tensor& y) {
     return cross_entropy(out, y);
   });
@@ -440,7 +469,11 @@ MemoryPlan plan(nn::Module& model, const TensorSpec& input, const TensorSpec& ta
         SwappedTensors swapped(model, twins);
         ModeGuard mode(model, options.train);
         std::unique_ptr<optim::Optimizer> optimizer;
-        if (options.train) optimizer = make_optimizer(model.parameters());
+        if (options.train) {
+          optimizer = make_optimizer(model.parameters());
+          KILN_CHECK_VALUE(optimizer != nullptr,
+                           "memory::plan: make_optimizer returned nullptr; it must return the optimizer it built");
+        }
 
         recorder.enter(Phase::Inputs, 0);
         recorder.label("input");
@@ -497,6 +530,7 @@ BatchSearch max_batch(nn::Module& model, const TensorSpec& input, const TensorSp
                       const OptimizerFactory& make_optimizer, const PlanOptions& options, std::int64_t budget,
                       std::int64_t limit) {
   KILN_CHECK_VALUE(limit >= 1, "max_batch: limit must be at least 1, got ", limit);
+  KILN_CHECK_VALUE(budget >= 0, "max_batch: budget must be a number of bytes, or 0 for default_budget(), got ", budget);
   BatchSearch search;
   search.budget = budget > 0 ? budget : default_budget(options.device);
   PlanOptions bounded = options;
@@ -513,7 +547,7 @@ BatchSearch max_batch(nn::Module& model, const TensorSpec& input, const TensorSp
   };
   // Doubling finds a batch that does not fit (or the limit), then bisection the boundary.
   std::int64_t good = 0, bad = 0;
-  for (std::int64_t b = 1;; b = std::min(b * 2, limit)) {
+  for (std::int64_t b = 1;; b = b > limit / 2 ? limit : b * 2) {  // b * 2 may pass int64 near the limit
     if (!fits(b)) {
       bad = b;
       break;

@@ -138,7 +138,7 @@ struct PlanOptions {
   bool train = true;             // false: eval() and NoGradGuard, forward only
   std::size_t top = 8;           // activations listed in the report
   /// Bytes the device may use: 0 means the GPU's total memory for cuda:N (when one is
-  /// present) and unbounded otherwise.
+  /// present) and unbounded otherwise (up to what int64 counts); negative is a ValueError.
   std::int64_t capacity = 0;
   LossFunction loss{};  // default: cross_entropy(output, target)
 };
@@ -158,6 +158,10 @@ MemoryPlan plan(const std::function<void(PhaseMarker& marker)>& run, const PlanO
 
 /// Two training steps of `model` (forward, loss, backward, step, zero_grad) on a batch of
 /// `input` with `target`, planned for options.device. The model's own tensors are not touched.
+/// Every size of `input` and `target` must be at least 1, and in training `make_optimizer`
+/// must be set and return an optimizer: otherwise a ValueError before anything runs. A batch
+/// of any size is planned (past 2^31 elements a tensor's ops take the Eigen route, as they
+/// would run: Note [oneDNN's 32-bit sizes]); a step whose live bytes pass int64 is out of memory.
 MemoryPlan plan(nn::Module& model, const TensorSpec& input, const TensorSpec& target,
                 const OptimizerFactory& make_optimizer, const PlanOptions& options = {});
 
@@ -172,7 +176,8 @@ struct BatchSearch {
 /// The largest batch (≤ limit) whose planned steady-state step fits in `budget` bytes
 /// (peak reserved ≤ budget, and the replay on a device of that size never runs out):
 /// doubling from 1, then bisection. `input` and `target` give the shapes of one batch; their
-/// first dimension is the batch size and is replaced. A budget of 0 means default_budget().
+/// first dimension is the batch size and is replaced. A budget of 0 means default_budget(); a
+/// negative budget, or a limit below 1, is a ValueError.
 BatchSearch max_batch(nn::Module& model, const TensorSpec& input, const TensorSpec& target,
                       const OptimizerFactory& make_optimizer, const PlanOptions& options = {},
                       std::int64_t budget = 0, std::int64_t limit = std::int64_t{1} << 20);

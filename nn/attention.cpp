@@ -11,25 +11,39 @@
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
 #include "core/creation.h"
+#include "core/shape.h"
 #include "nn/init.h"
 
 namespace kiln::nn {
+
+namespace {
+
+/// embed_dim / num_heads, once the constructor's arguments are checked: head_dim is the first
+/// member that needs them, so the checks run before anything divides by num_heads or allocates
+/// 3 * embed_dim rows. PyTorch's checks and texts; a TransformerEncoderLayer's nhead arrives
+/// here too (train_charlm --heads 0 died of SIGFPE, issue 31).
+std::int64_t checked_head_dim(std::int64_t embed_dim, std::int64_t num_heads, const MultiheadAttentionOptions& o) {
+  KILN_CHECK_VALUE(embed_dim > 0 && num_heads > 0, "embed_dim and num_heads must be greater than 0, got embed_dim=",
+                   embed_dim, " and num_heads=", num_heads, " instead");
+  KILN_CHECK_VALUE(embed_dim % num_heads == 0, "embed_dim must be divisible by num_heads (got embed_dim=", embed_dim,
+                   " and num_heads=", num_heads, ")");
+  KILN_CHECK_VALUE(o.dropout >= 0.0 && o.dropout <= 1.0, "dropout probability has to be between 0 and 1, but got ",
+                   o.dropout);
+  multiply_sizes(3, embed_dim, "in_proj_weight's rows, 3 * embed_dim");
+  return embed_dim / num_heads;
+}
+
+}  // namespace
 
 MultiheadAttention::MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads,
                                        const MultiheadAttentionOptions& options)
     : Module("MultiheadAttention"),
       embed_dim(embed_dim),
       num_heads(num_heads),
-      head_dim(num_heads > 0 ? embed_dim / num_heads : 0),
+      head_dim(checked_head_dim(embed_dim, num_heads, options)),
       options(options),
       in_proj_weight(register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}))),
       in_proj_bias(register_parameter("in_proj_bias", options.bias ? empty({3 * embed_dim}) : Tensor())) {
-  KILN_CHECK_VALUE(embed_dim > 0 && num_heads > 0, "embed_dim and num_heads must be greater than 0, got embed_dim=",
-                   embed_dim, " and num_heads=", num_heads);
-  KILN_CHECK_VALUE(head_dim * num_heads == embed_dim, "embed_dim must be divisible by num_heads (got embed_dim=",
-                   embed_dim, " and num_heads=", num_heads, ")");
-  KILN_CHECK_VALUE(options.dropout >= 0.0 && options.dropout <= 1.0,
-                   "dropout probability has to be between 0 and 1, but got ", options.dropout);
   out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, options.bias));
   reset_parameters();
 }
@@ -53,6 +67,20 @@ std::string sizes_tuple(IntArrayRef s) {
   std::string out = "(";
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + ")";
+}
+
+/// PyTorch's rules for a mask's dtype: bool or floating (torch.nn.functional._canonical_mask,
+/// PyTorch 2.x; 1.13 still took UInt8 with a deprecation warning, which 2.x refuses), and a
+/// floating mask Float32 or the query's dtype (scaled_dot_product_attention's check, where
+/// PyTorch's MultiheadAttention sends it). Without the second, a Float64 mask on Float32 input
+/// promoted the scores and failed two ops later, blaming _softmax's output.
+void check_mask_dtype(const char* name, const Tensor& mask, DType query) {
+  KILN_CHECK_TYPE(mask.dtype() == kBool || mask.is_floating_point(), "only bool and floating types of ", name,
+                  " are supported, not ", scalar_type_name(mask.dtype()));
+  // Two spaces before "query.dtype", as PyTorch prints it.
+  KILN_CHECK_TYPE(mask.dtype() == kBool || mask.dtype() == kFloat32 || mask.dtype() == query, "Expected ", name,
+                  " dtype to be bool or float or to match query dtype, but got ", name, ".dtype: ",
+                  scalar_type_name(mask.dtype()), " and  query.dtype: ", scalar_type_name(query), " instead.");
 }
 
 }  // namespace
@@ -79,19 +107,22 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
   KILN_CHECK(key.sizes() == value.sizes(), "key shape ", key.sizes(), " does not match value shape ", value.sizes());
   KILN_CHECK(key.sizes()[2] == embed_dim, "was expecting key embedding dimension of ", embed_dim, ", but got ",
              key.sizes()[2]);
+  // PyTorch has no check of its own here and fails in the heads' view ("shape '[5, 8, 4]' is
+  // invalid for input of size 240"); this says which dim disagrees, in its words for the others.
+  KILN_CHECK(key.sizes()[1] == N, "was expecting key and value batch size of ", N, " (query's), but got ",
+             key.sizes()[1]);
 
   // One additive mask [N * heads or 1, L or 1, S]: -inf where attention may not look.
   const double minus_infinity = -std::numeric_limits<double>::infinity();
   const TensorOptions like_query = TensorOptions().dtype(query.dtype()).device(query.device());
+  // A floating mask is added in the query's dtype (a Float32 mask on Float64 input is widened).
   auto additive = [&](const Tensor& mask) {
-    if (mask.dtype() != kBool) return mask;
+    if (mask.dtype() != kBool) return mask.dtype() == query.dtype() ? mask : mask.to(query.dtype());
     return masked_fill(zeros(mask.sizes(), like_query), mask, minus_infinity);
   };
   Tensor mask;
   if (attn_mask_in.defined()) {
-    KILN_CHECK_TYPE(attn_mask_in.is_floating_point() || attn_mask_in.dtype() == kBool,
-                    "Only float, byte, and bool types are supported for attn_mask, not ",
-                    scalar_type_name(attn_mask_in.dtype()));
+    check_mask_dtype("attn_mask", attn_mask_in, query.dtype());
     if (attn_mask_in.dim() == 2) {
       KILN_CHECK(attn_mask_in.sizes() == IntArrayRef({L, S}), "The shape of the 2D attn_mask is ",
                  attn_mask_in.sizes(), ", but should be (", L, ", ", S, ").");
@@ -106,8 +137,7 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
   }
   if (key_padding_mask_in.defined()) {
     const Tensor kpm = batched ? key_padding_mask_in : key_padding_mask_in.unsqueeze(0);
-    KILN_CHECK_TYPE(kpm.is_floating_point() || kpm.dtype() == kBool,
-                    "only bool and floating types of key_padding_mask are supported");
+    check_mask_dtype("key_padding_mask", kpm, query.dtype());
     KILN_CHECK(kpm.sizes() == IntArrayRef({N, S}), "expecting key_padding_mask shape of (", N, ", ", S,
                "), but got ", kpm.sizes());
     const Tensor padding =

@@ -31,7 +31,8 @@ class MultiheadAttention : public Module {
   /// averaged over heads, or [N, heads, L, S] when !average_attn_weights; undefined when
   /// !need_weights). `key_padding_mask` [N, S]: true (or -inf) ignores that key.
   /// `attn_mask` [L, S] or [N * heads, L, S]: true means *not allowed* (PyTorch's MHA
-  /// convention, the opposite of scaled_dot_product_attention's), a float mask is added.
+  /// convention, the opposite of scaled_dot_product_attention's), a float mask is added. A
+  /// floating mask is Float32 or the query's dtype; key and value share the query's batch.
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const Tensor& key_padding_mask = {}, bool need_weights = true,
                                      const Tensor& attn_mask = {}, bool average_attn_weights = true);

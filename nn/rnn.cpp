@@ -8,6 +8,7 @@
 #include "autograd/functions/nn.h"
 #include "autograd/functions/rnn.h"
 #include "core/creation.h"
+#include "core/shape.h"
 #include "core/warning.h"
 #include "nn/init.h"
 
@@ -74,10 +75,11 @@ RNNBase::RNNBase(std::string type_name, Mode mode, std::int64_t input_size, std:
                          "expects num_layers greater than 1, but got dropout=",
                          options.dropout, " and num_layers=", options.num_layers));
   }
-  const std::int64_t gate_size = gates_of(mode) * hidden_size;
+  const std::int64_t gate_size = multiply_sizes(gates_of(mode), hidden_size, "the gates' rows, gates * hidden_size");
   for (std::int64_t layer = 0; layer < options.num_layers; ++layer) {
     for (std::int64_t direction = 0; direction < directions(); ++direction) {
-      const std::int64_t layer_input = layer == 0 ? input_size : hidden_size * directions();
+      const std::int64_t layer_input =
+          layer == 0 ? input_size : multiply_sizes(hidden_size, directions(), "a layer's input, hidden_size * directions");
       const std::string suffix = std::to_string(layer) + (direction == 1 ? "_reverse" : "");
       auto add = [&](const std::string& name, Shape sizes) {
         names_.push_back(name + suffix);
@@ -234,7 +236,8 @@ RNNCellBase::RNNCellBase(std::string type_name, std::int64_t input_size, std::in
     : Module(std::move(type_name)),
       input_size(input_size),
       hidden_size(hidden_size),
-      weight_ih(register_parameter("weight_ih", empty({gates * hidden_size, input_size}))),
+      weight_ih(register_parameter(
+          "weight_ih", empty({multiply_sizes(gates, hidden_size, "the gates' rows, gates * hidden_size"), input_size}))),
       weight_hh(register_parameter("weight_hh", empty({gates * hidden_size, hidden_size}))),
       bias_ih(register_parameter("bias_ih", bias ? empty({gates * hidden_size}) : Tensor())),
       bias_hh(register_parameter("bias_hh", bias ? empty({gates * hidden_size}) : Tensor())) {

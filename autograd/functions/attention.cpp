@@ -86,7 +86,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   KILN_CHECK(key.sizes()[key.dim() - 2] == value.sizes()[value.dim() - 2],
              "scaled_dot_product_attention: key and value must have the same sequence length, got ",
              key.sizes()[key.dim() - 2], " and ", value.sizes()[value.dim() - 2]);
-  KILN_CHECK_VALUE(dropout_p >= 0.0 && dropout_p < 1.0, "dropout probability has to be in [0, 1), but got ",
+  KILN_CHECK_VALUE(dropout_p >= 0.0 && dropout_p <= 1.0, "dropout probability has to be between 0 and 1, but got ",
                    dropout_p);
   KILN_CHECK(!(is_causal && attn_mask.defined()),
              "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True");
@@ -103,9 +103,15 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     if (attn_mask.dtype() == kBool) {
       additive = masked_fill(zeros(attn_mask.sizes(), like_query), attn_mask.logical_not(), minus_infinity);
     } else {
-      KILN_CHECK_TYPE(attn_mask.is_floating_point(), "Expected attn_mask dtype to be bool or float or to match "
-                      "query dtype, but got attn_mask.dtype: ", scalar_type_name(attn_mask.dtype()));
-      additive = attn_mask;
+      // PyTorch's check (sdp_utils' validate_sdpa_input), two spaces before "query" and all.
+      // Without it a Float64 mask on Float32 input promoted the scores and failed two ops
+      // later, blaming _softmax's output.
+      KILN_CHECK_TYPE(attn_mask.dtype() == kFloat32 || attn_mask.dtype() == query.dtype(),
+                      "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: ",
+                      scalar_type_name(attn_mask.dtype()), " and  query.dtype: ", scalar_type_name(query.dtype()),
+                      " instead.");
+      // Added in the query's dtype, as PyTorch adds it in place to the scores.
+      additive = attn_mask.dtype() == query.dtype() ? attn_mask : attn_mask.to(query.dtype());
     }
   }
   Tensor keep;
@@ -113,8 +119,10 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     Shape shape(query.sizes().begin(), query.sizes().end() - 1);
     shape.push_back(S);
     keep = ops::empty_output(shape, query.dtype(), query.device(), "dropout");
+    // p = 1 keeps nothing, as dropout() does, rather than dividing by 1 - p = 0 (a
+    // MultiheadAttention built with dropout 1.0 reaches here in training).
     ops::random_data(keep, RandomKind::Bernoulli, 1.0 - dropout_p, 0.0);
-    keep = keep / (1.0 - dropout_p);
+    if (dropout_p < 1.0) keep = keep / (1.0 - dropout_p);
   }
   return ScaledDotProductAttentionFn::apply(query, key, value, additive, keep, factor);
 }

@@ -72,6 +72,11 @@ struct BmmFn : Function<BmmFn> {
 
 }  // namespace
 
+/// The product of every size but the last: the rows of x seen as a matrix [rows, x.size(-1)].
+static std::int64_t leading_numel(const Tensor& x) {
+  return compute_numel(x.sizes().slice(0, static_cast<std::size_t>(x.dim() - 1)));
+}
+
 Tensor mm(const Tensor& a, const Tensor& b) { return MmFn::apply(a, b); }
 Tensor bmm(const Tensor& a, const Tensor& b) { return BmmFn::apply(a, b); }
 
@@ -91,10 +96,12 @@ static Tensor matmul_impl(const Tensor& a, const Tensor& b) {
     // [..., n, k] @ [k, m]: fold the batch into the rows, one GEMM.
     const Tensor rhs = b.dim() == 1 ? b.unsqueeze(1) : b;
     const std::int64_t k = a.sizes().back();
-    KILN_CHECK(k == rhs.sizes()[0], msg::mm_shapes({a.numel() / k, k}, rhs.sizes()));
+    // The rows are counted, not inferred with -1: k may be 0, and numel / k with it.
+    const std::int64_t rows = leading_numel(a);
+    KILN_CHECK(k == rhs.sizes()[0], msg::mm_shapes({rows, k}, rhs.sizes()));
     Shape out_shape = a.sizes().vec();
     out_shape.back() = rhs.sizes()[1];
-    Tensor out = mm(a.reshape({-1, k}), rhs).view(out_shape);
+    Tensor out = mm(a.reshape({rows, k}), rhs).view(out_shape);
     return b.dim() == 1 ? out.squeeze(-1) : out;
   }
   // General batched case: broadcast the batch dims, then one bmm.
@@ -110,8 +117,10 @@ static Tensor matmul_impl(const Tensor& a, const Tensor& b) {
   lhs_shape.insert(lhs_shape.end(), {n, k});
   rhs_shape.insert(rhs_shape.end(), {k, m});
   out_shape.insert(out_shape.end(), {n, m});
-  // Expanded batch dims have stride 0 and the bmm kernel reads them in place.
-  Tensor out = bmm(lhs.expand(lhs_shape).reshape({-1, n, k}), rhs.expand(rhs_shape).reshape({-1, k, m}))
+  // Expanded batch dims have stride 0 and the bmm kernel reads them in place. The batch is
+  // counted, not inferred with -1, which an empty matrix (n, k or m of 0) leaves undetermined.
+  const std::int64_t batches = compute_numel(batch);
+  Tensor out = bmm(lhs.expand(lhs_shape).reshape({batches, n, k}), rhs.expand(rhs_shape).reshape({batches, k, m}))
                    .view(out_shape);
   if (a.dim() == 1) out = out.squeeze(-2);
   if (b.dim() == 1) out = out.squeeze(-1);
@@ -138,10 +147,11 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const S
 static Tensor linear_impl(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   KILN_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ",
              weight.sizes());
-  KILN_CHECK(input.dim() >= 1 && input.sizes().back() == weight.sizes()[1],
-             msg::mm_shapes({input.numel() / std::max<std::int64_t>(input.sizes().back(), 1),
-                             input.sizes().back()},
-                            {weight.sizes()[1], weight.sizes()[0]}));
+  // A 0-d input has no last dim to compare: matmul's own message, as PyTorch's linear gives.
+  KILN_CHECK(input.dim() >= 1, "both arguments to matmul need to be at least 1D, but they are ", input.dim(),
+             "D and ", weight.dim(), "D");
+  KILN_CHECK(input.sizes().back() == weight.sizes()[1],
+             msg::mm_shapes({leading_numel(input), input.sizes().back()}, {weight.sizes()[1], weight.sizes()[0]}));
   Tensor out = matmul(input, weight.t());
   return bias.defined() ? out + bias : out;
 }

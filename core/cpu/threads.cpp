@@ -33,15 +33,23 @@ int explicit_threads() {
   if (const char* kiln = std::getenv("KILN_NUM_THREADS")) {
     char* end = nullptr;
     const long v = std::strtol(kiln, &end, 10);
-    if (end != kiln && *end == '\0' && v > 0 && v <= 4096) {
+    if (end != kiln && *end == '\0' && v > 0 && v <= kMaxNumThreads) {
       n = static_cast<int>(v);
     } else {
-      warn_once("KILN_NUM_THREADS", std::string("KILN_NUM_THREADS must be a positive integer, got '") + kiln +
-                                        "'; ignoring it");
+      warn_once("KILN_NUM_THREADS", std::string("KILN_NUM_THREADS must be an integer from 1 to ") +
+                                        std::to_string(kMaxNumThreads) + ", got '" + kiln + "'; ignoring it");
     }
   }
-  // OMP_NUM_THREADS is a count the user chose too: OpenMP already applies it.
-  if (n == 0 && std::getenv("OMP_NUM_THREADS") != nullptr) n = omp_get_max_threads();
+  // OMP_NUM_THREADS is a count the user chose too: OpenMP already applies it. Kiln's own
+  // regions and oneDNN's (through omp_set_num_threads) keep within kMaxNumThreads all the same.
+  if (n == 0 && std::getenv("OMP_NUM_THREADS") != nullptr) {
+    n = omp_get_max_threads();
+    if (n > kMaxNumThreads) {
+      warn_once("OMP_NUM_THREADS", "OMP_NUM_THREADS=" + std::to_string(n) + " is more than Kiln's kernels use; they use " +
+                                       std::to_string(kMaxNumThreads));
+      n = kMaxNumThreads;
+    }
+  }
   int expected = -1;
   g_explicit_threads.compare_exchange_strong(expected, n);
   return g_explicit_threads.load(std::memory_order_relaxed);
@@ -134,7 +142,9 @@ void set_explicit_threads(int n) { g_explicit_threads.store(n); }
 }  // namespace cpu
 
 void set_num_threads(int n) {
-  KILN_CHECK_VALUE(n > 0, "set_num_threads expects a positive number, got ", n);
+  KILN_CHECK_VALUE(n > 0, "set_num_threads expects a positive integer, got ", n);
+  KILN_CHECK_VALUE(n <= kMaxNumThreads, "set_num_threads expects at most ", kMaxNumThreads,
+                   " threads (kiln::kMaxNumThreads), got ", n);
   cpu::set_explicit_threads(n);
   omp_set_num_threads(n);
   cpu::this_thread().applied = n;

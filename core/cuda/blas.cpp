@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <climits>
 #include <map>
 #include <mutex>
 
@@ -19,6 +20,13 @@
 namespace kiln::cuda {
 
 namespace {
+
+/// cuBLAS's sizes are int: a larger one would be truncated (2^32 + 5 rows become 5, computed
+/// without complaint), so it is an error first, as cudnn_int is for cuDNN.
+int cublas_int(std::int64_t v, const char* what) {
+  KILN_CHECK(v >= 0 && v <= INT_MAX, "cuBLAS takes 32-bit sizes, but ", what, " is ", v);
+  return static_cast<int>(v);
+}
 
 const char* status_name(cublasStatus_t status) {
   switch (status) {
@@ -114,11 +122,12 @@ void bmm_kernel(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
     return;
   }
   // Column-major: C^T [N, M] = B^T [N, K] * A^T [K, M].
-  check_cublas(cublasGemmStridedBatchedEx(handle, ob.op, oa.op, static_cast<int>(N), static_cast<int>(M),
-                                          static_cast<int>(K), alpha, b.raw_data_ptr(), type, static_cast<int>(ob.ld),
-                                          b.strides()[0], a.raw_data_ptr(), type, static_cast<int>(oa.ld),
-                                          a.strides()[0], beta, out.raw_data_ptr(), type, static_cast<int>(N), M * N,
-                                          static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
+  const int n = cublas_int(N, "mat2's column count"), m = cublas_int(M, "mat1's row count");
+  const int k = cublas_int(K, "the inner size"), batches = cublas_int(batch, "the batch size");
+  const int ldb = cublas_int(ob.ld, "mat2's leading stride"), lda = cublas_int(oa.ld, "mat1's leading stride");
+  check_cublas(cublasGemmStridedBatchedEx(handle, ob.op, oa.op, n, m, k, alpha, b.raw_data_ptr(), type, ldb,
+                                          b.strides()[0], a.raw_data_ptr(), type, lda, a.strides()[0], beta,
+                                          out.raw_data_ptr(), type, n, M * N, batches, compute, CUBLAS_GEMM_DEFAULT),
                "cublasGemmStridedBatchedEx");
 }
 

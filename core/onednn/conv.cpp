@@ -8,6 +8,8 @@
 //   oneDNN's padding is per side: the right side is whatever makes PyTorch's output size,
 //   (out - 1)·stride + (k - 1)·dilation + 1 - in - pad, which may be smaller than the left.
 // Read next: core/onednn/register.cpp.
+#include <functional>
+
 #include "core/cpu/cpu_kernels.h"
 #include "core/onednn/kernels.h"
 #include "core/onednn/runtime.h"
@@ -100,6 +102,18 @@ Prepared build_backward_weights(const ConvDims& d, DType dtype) {
                     /*is_output=*/true}});
 }
 
+/// Whether every tensor of the call fits oneDNN's int32 sizes (Note [oneDNN's 32-bit sizes]);
+/// counted as a fallback when one does not.
+bool all_fit_int32(std::initializer_list<std::reference_wrapper<const Tensor>> tensors) {
+  for (const Tensor& t : tensors) {
+    if (!fits_int32(t)) {
+      count_fallback();
+      return false;
+    }
+  }
+  return true;
+}
+
 /// The pass's cached primitive, or null (counted) when oneDNN has none for this dtype or shape.
 std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef input, IntArrayRef weight,
                                          const Im2ColGeometry& g, std::int64_t groups) {
@@ -124,7 +138,8 @@ void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor&
                            const Im2ColGeometry& g, std::int64_t groups) {
   if (cpu::conv2d_is_thin(input, weight, groups)) return cpu::thin_conv2d_forward(out, input, weight, bias, g);
   const Pass pass = bias.defined() ? Pass::ForwardWithBias : Pass::Forward;
-  const auto p = prepared(pass, input.dtype(), input.sizes(), weight.sizes(), g, groups);
+  const auto p = all_fit_int32({input, weight, out}) ? prepared(pass, input.dtype(), input.sizes(), weight.sizes(), g, groups)
+                                                  : nullptr;
   if (!p) return cpu::conv2d_forward_kernel(out, input, weight, bias, g, groups);
   if (bias.defined()) {
     p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
@@ -137,7 +152,9 @@ void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor&
 
 void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                                   const Im2ColGeometry& g, std::int64_t groups) {
-  const auto p = prepared(Pass::BackwardData, grad_input.dtype(), grad_input.sizes(), weight.sizes(), g, groups);
+  const auto p = all_fit_int32({grad_input, grad_output, weight})
+                     ? prepared(Pass::BackwardData, grad_input.dtype(), grad_input.sizes(), weight.sizes(), g, groups)
+                     : nullptr;
   if (!p) return cpu::conv2d_backward_input_kernel(grad_input, grad_output, weight, g, groups);
   p->run({{DNNL_ARG_DIFF_DST, address_of(grad_output)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
           {DNNL_ARG_DIFF_SRC, address_of(grad_input)}});
@@ -148,7 +165,9 @@ void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad
   if (cpu::conv2d_is_thin(input, grad_weight, groups)) {
     return cpu::thin_conv2d_weight_gradient(grad_weight, grad_output, input, g);
   }
-  const auto p = prepared(Pass::BackwardWeights, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups);
+  const auto p = all_fit_int32({input, grad_output, grad_weight})
+                     ? prepared(Pass::BackwardWeights, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups)
+                     : nullptr;
   if (!p) return cpu::conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
   p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
           {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}});

@@ -60,10 +60,12 @@ bool run_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
-  const std::int64_t macs = out.numel() * a.sizes()[2];
+  // In double: the count only picks a route, and out.numel() * k can pass int64.
+  const double macs = static_cast<double>(out.numel()) * static_cast<double>(a.sizes()[2]);
   if (backends::op_kernels_enabled(DeviceType::CPU, backends::OpFamily::MatrixProduct) && serves(out.dtype()) && a.dtype() == out.dtype() &&
       b.dtype() == out.dtype() && macs >= kMinMultiplyAdds) {
-    if (run_matmul(out, a, b)) return;
+    // Note [oneDNN's 32-bit sizes]: larger products go to Eigen before oneDNN sees them.
+    if (fits_int32(out) && fits_int32(a) && fits_int32(b) && run_matmul(out, a, b)) return;
     count_fallback();
   }
   cpu::bmm_kernel(out, a, b);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <string>
@@ -244,6 +245,22 @@ std::shared_ptr<const Prepared> cached(const Key& key, const std::function<Prepa
 }
 
 void count_fallback() { ++g_fallbacks; }
+
+bool fits_int32(const Tensor& t) {
+  constexpr std::int64_t kLimit = std::numeric_limits<std::int32_t>::max();
+  std::int64_t elements = 1, reach = 1;  // reach: 1 + the largest offset the strides address
+  for (std::int64_t d = 0; d < t.dim(); ++d) {
+    const std::int64_t size = std::max<std::int64_t>(t.sizes()[d], 1);
+    const std::int64_t stride = t.strides()[d] < 0 ? -t.strides()[d] : t.strides()[d];
+    std::int64_t step = 0;
+    if (__builtin_mul_overflow(elements, size, &elements) || elements > kLimit) return false;
+    if (__builtin_mul_overflow(size - 1, stride, &step) || __builtin_add_overflow(reach, step, &reach) ||
+        reach > kLimit) {
+      return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace kiln::onednn
 

@@ -119,4 +119,25 @@ std::shared_ptr<const Prepared> cached(const Key& key, const std::function<Prepa
 /// Counts one call handed back to the Eigen route for want of a oneDNN kernel.
 void count_fallback();
 
+// Note [oneDNN's 32-bit sizes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// oneDNN's API takes int64 dims, but its CPU kernels keep sizes in `int` in places (the jit
+// convolutions' configuration: batch, channels, height, width; brgemm's leading dimensions),
+// and it does not check. Measured with libdnnl 2.6.3 (avx512_core), creating the primitive
+// alone: a matmul with M or K >= 2^32, or a convolution 2^31 rows high, dies of SIGFPE inside
+// oneDNN (a division by a size truncated to 0); M or K from 2^31 get the generic GEMM instead
+// of brgemm; a convolution over a batch of 2^32 images is accepted, into a configuration whose
+// batch is an int. A planned step meets these shapes first: memory::plan at batch 2^32 crashed
+// in the weight gradient's matmul (K = batch) on the meta device (issue 31).
+// So the route takes a shape only when each of its tensors spans fewer than 2^31 elements
+// (which bounds every size and every product of sizes oneDNN could form from it), and hands
+// anything larger to the Eigen route, whose indices are int64, counted as a fallback. PyTorch
+// splits its cuDNN convolutions at the same bound (canUse32BitIndexMath); for Kiln a single
+// tensor of 8 GiB of Float32 is far past the sizes where oneDNN's speed is what matters, and
+// the meta device takes the same route as the real step, so a plan still predicts the run.
+
+/// Whether `t`'s elements, and the span its strides reach, both fit in int32 (Note [oneDNN's
+/// 32-bit sizes]). Empty sizes count as 1: their neighbours' strides still multiply.
+bool fits_int32(const Tensor& t);
+
 }  // namespace kiln::onednn

@@ -8,6 +8,7 @@
 
 #include <functional>
 
+#include "core/meta_allocations.h"
 #include "support/test_util.h"
 
 namespace kiln {
@@ -195,6 +196,28 @@ TEST_F(OneDnnRoute, ALayoutWithOnlyAReferenceKernelFallsBackAndIsCounted) {
   EXPECT_GT(backends::onednn_stats().fallbacks, before);
   backends::OpKernelsGuard eigen(DeviceType::CPU, false);
   EXPECT_TRUE(tensors_near(library, a.contiguous().mm(b), 1e-5));
+}
+
+// Note [oneDNN's 32-bit sizes]: on the meta device, standing for the CPU as memory::plan runs
+// it, creating these primitives killed the process with SIGFPE inside oneDNN (issue 31:
+// memory::plan at batch 2^32, whose weight gradient is a product with K = 2^32). They take the
+// Eigen route now, counted.
+TEST_F(OneDnnRoute, ShapesPastInt32TakeTheEigenRouteInsteadOfCrashingOneDnn) {
+  const MetaStandsForGuard planning(DeviceType::CPU);
+  const TensorOptions meta = TensorOptions().device(kMeta);
+  const std::int64_t k = std::int64_t{1} << 32, rows = std::int64_t{1} << 31;
+  const std::int64_t before = backends::onednn_stats().fallbacks;
+  EXPECT_EQ(empty({512, k}, meta).mm(empty({k, 784}, meta)).sizes(), IntArrayRef({512, 784}));
+  EXPECT_EQ(empty({k, 784}, meta).mm(empty({784, 512}, meta)).sizes(), IntArrayRef({k, 512}));
+  // A convolution 2^31 rows high, forward and both gradients.
+  const Tensor x = empty({1, 8, rows, 8}, meta.requires_grad(true));
+  const Tensor w = empty({8, 8, 3, 3}, meta.requires_grad(true));
+  const Tensor y = conv2d(x, w);
+  EXPECT_EQ(y.sizes(), IntArrayRef({1, 8, rows - 2, 6}));
+  y.sum().backward();
+  EXPECT_EQ(x.grad().sizes(), x.sizes());
+  EXPECT_EQ(w.grad().sizes(), w.sizes());
+  EXPECT_GE(backends::onednn_stats().fallbacks, before + 5);
 }
 
 TEST_F(OneDnnRoute, Float64StaysOnTheEigenRouteUncounted) {

@@ -143,6 +143,10 @@ TEST(CachingAllocator, OutOfMemoryNamesWhatIsAllocatedAndWhatIsOnlyReserved) {
 
 TEST(CachingAllocator, MaxSplitSizeKeepsBigBlocksWhole) {
   EXPECT_EQ(CachingAllocatorConfig::parse("max_split_size_mb:64").max_split_size, 64 * MiB);
+  // Past what bytes can count it is no limit (PyTorch clamps), not a shift that wraps: 2^44 MiB
+  // used to become 0 bytes, and every large block counted as oversize.
+  EXPECT_EQ(CachingAllocatorConfig::parse("max_split_size_mb:17592186044416").max_split_size, SIZE_MAX);
+  EXPECT_EQ(CachingAllocatorConfig::parse("max_split_size_mb:99999999999999999999").max_split_size, SIZE_MAX);
   EXPECT_ERROR(CachingAllocatorConfig::parse("max_split_size_mb:abc"), "max_split_size_mb must be an integer");
   EXPECT_ERROR(CachingAllocatorConfig::parse("max_split_size_mb:8"), "greater than 20");
   EXPECT_ERROR(CachingAllocatorConfig::parse("garbage_collection:1"), "unrecognized key 'garbage_collection'");

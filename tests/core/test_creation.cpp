@@ -2,6 +2,7 @@
 // tensor() always copies, from_blob/as_tensor share, owners are kept alive, dtypes are never
 // reinterpreted, and to()/contiguous() return the same tensor when nothing changes.
 #include <atomic>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -198,6 +199,23 @@ TEST(Factories, ValuesAndDtypes) {
   EXPECT_EQ(empty({0, 3}).numel(), 0);
   EXPECT_ERROR(zeros({-1}), "Trying to create tensor with negative dimension -1");
   EXPECT_ERROR(arange(0, 5, 0), "step must be nonzero");
+}
+
+// Sizes whose product does not fit in int64 are PyTorch's errors, never a wrapped count: a
+// wrapped count can come out 0, and every op would then treat a huge tensor as empty (issue 31).
+TEST(Factories, HugeSizesAreErrorsNotWrappedCounts) {
+  const std::int64_t big = std::int64_t{1} << 40;
+  EXPECT_ERROR(empty({big, big}), "Storage size calculation overflowed with sizes=[1099511627776, 1099511627776]");
+  EXPECT_ERROR(empty({big, big}, TensorOptions().device(kMeta)), "Storage size calculation overflowed");
+  EXPECT_ERROR(ones({1, 1}).expand({big, big}), "numel: integer multiplication overflow");
+  float one = 1.0f;
+  EXPECT_ERROR(from_blob_borrowed(&one, {big, big}, {0, 0}), "numel: integer multiplication overflow");
+  EXPECT_EQ(zeros({1, 0}).expand({big, 0}).numel(), 0);  // a zero size wins over any other
+  // arange's count is a double first; past int64 it is PyTorch's error, not a cast's UB.
+  EXPECT_ERROR(arange(0.0, 1e20), "invalid size, possible overflow?");
+  EXPECT_ERROR(arange(0.0, 1.0, 1e-300), "invalid size, possible overflow?");
+  EXPECT_ERROR(arange(0.0, std::numeric_limits<double>::infinity()), "unsupported range: 0 -> inf");
+  EXPECT_ERROR(arange(0.0, std::numeric_limits<double>::quiet_NaN()), "unsupported range: 0 -> nan");
 }
 
 TEST(Factories, LikeKeepsShapeDtypeAndDevice) {

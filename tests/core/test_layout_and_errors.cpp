@@ -81,6 +81,20 @@ TEST(Errors, PyTorchsMessages) {
   EXPECT_ERROR(cat({ones({2, 3}), ones({3, 2})}, 0), "Sizes of tensors must match except in dimension 0");
 }
 
+// matmul folded its batch with reshape(-1, ...), which an empty inner dim leaves undetermined,
+// and divided numel by that dim for its message: [2, 3, 0] @ [4, 5] died of SIGFPE. PyTorch
+// returns zeros for an empty inner dim and names both shapes otherwise.
+TEST(Errors, MatmulWithAnEmptyInnerDim) {
+  EXPECT_ERROR(matmul(ones({2, 3, 0}), ones({4, 5})), "mat1 and mat2 shapes cannot be multiplied (6x0 and 4x5)");
+  const Tensor folded = matmul(ones({2, 3, 0}), ones({0, 5}));
+  EXPECT_EQ(folded.sizes(), IntArrayRef({2, 3, 5}));
+  EXPECT_TRUE(kiln::testing::tensors_near(folded, zeros({2, 3, 5}), 0.0));
+  const Tensor batched = matmul(ones({2, 4, 0}), ones({2, 0, 4}));
+  EXPECT_EQ(batched.sizes(), IntArrayRef({2, 4, 4}));
+  EXPECT_TRUE(kiln::testing::tensors_near(batched, zeros({2, 4, 4}), 0.0));
+  EXPECT_EQ(matmul(ones({0, 4, 3}), ones({0, 3, 2})).sizes(), IntArrayRef({0, 4, 2}));
+}
+
 TEST(Errors, DeviceMismatchNamesWhereBothTensorsWereCreated) {
   Tensor on_meta = zeros({2}, kMeta);
   Tensor on_cpu = ones({2});

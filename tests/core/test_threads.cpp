@@ -65,7 +65,19 @@ TEST(Threads, AnExplicitCountIsUsedAsGiven) {
   if (omp_get_num_procs() >= 2) {
     EXPECT_EQ(threads_a_region_uses(), 2);
   }
-  EXPECT_ERROR(set_num_threads(0), "set_num_threads expects a positive number, got 0");
+  EXPECT_ERROR(set_num_threads(0), "set_num_threads expects a positive integer, got 0");
+}
+
+// set_num_threads(65536) used to be accepted and then crash libgomp (SIGSEGV) in the first
+// oneDNN kernel: Linux runs out of memory maps for threads long before 65,536 (issue 31).
+TEST(Threads, ACountBeyondTheBoundIsRefusedAndTheOldOneKept) {
+  set_num_threads(2);
+  EXPECT_ERROR(set_num_threads(65536), "set_num_threads expects at most 1024 threads (kiln::kMaxNumThreads), got 65536");
+  EXPECT_ERROR(set_num_threads(-1), "set_num_threads expects a positive integer, got -1");
+  EXPECT_EQ(get_num_threads(), 2);
+  set_num_threads(kMaxNumThreads);  // the bound itself is a count like any other
+  EXPECT_EQ(get_num_threads(), kMaxNumThreads);
+  set_num_threads(2);
 }
 
 TEST(Threads, AThreadThatRunsAloneForksNoTeam) {

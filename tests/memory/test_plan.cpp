@@ -1,10 +1,14 @@
 // tests/memory/test_plan.cpp — memory::plan against the real thing: the peak a planned step
 // predicts on the meta device equals the peak the same step reaches on the CPU, byte for byte
-// (cpu_allocator_stats() with the cache on), and its reserved peak is within 5 %.
+// (cpu_allocator_stats() with the cache on), and its reserved peak is within 5 %. Then the
+// bounds: batches past 32 bits, byte counts past int64, and bad arguments as one-line errors.
 #include <gtest/gtest.h>
+
+#include <limits>
 
 #include "../../examples/support/models.h"
 #include "kiln.h"
+#include "support/test_util.h"
 
 namespace {
 
@@ -291,6 +295,77 @@ TEST(MemoryPlan, MetaTensorsOutsideAPlanAreNotHeard) {
 
 TEST(MemoryPlan, RefusesDevicesItCannotPlanFor) {
   EXPECT_THROW(memory::plan([](memory::PhaseMarker&) {}, {.device = kMeta}), ValueError);
+}
+
+// --- bounds (issue 31) -----------------------------------------------------------------------
+
+// At batch 2^32 the weight gradient is a product with K = 2^32, which oneDNN's primitive
+// creation divided by zero (SIGFPE); such shapes now take the Eigen route (Note [oneDNN's 32-bit
+// sizes]), and a plan of terabytes is a prediction like any other.
+TEST(MemoryPlanBounds, BatchesPast32BitsArePlannedNotCrashed) {
+  examples::Mlp model;
+  const std::int64_t batch = std::int64_t{1} << 32;
+  const memory::MemoryPlan plan = memory::plan(model, {{batch, 784}}, {{batch}, kInt64}, sgd_momentum());
+  EXPECT_TRUE(plan.fits());
+  EXPECT_GT(plan.peak_allocated, batch * (784 + 512 + 256) * 4);
+  const memory::MemoryPlan bounded =
+      memory::plan(model, {{batch, 784}}, {{batch}, kInt64}, sgd_momentum(), {.capacity = std::int64_t{1} << 40});
+  EXPECT_FALSE(bounded.fits());
+}
+
+// A budget of 2^62 bytes doubles the batch past 2^32 before anything fails to fit: the same
+// SIGFPE, reached by max_batch. The search ends, and its answer fits.
+TEST(MemoryPlanBounds, MaxBatchWithAnAstronomicalBudgetEnds) {
+  examples::Mlp model;
+  const std::int64_t budget = std::int64_t{1} << 62;
+  const memory::BatchSearch found =
+      memory::max_batch(model, {{1, 784}}, {{1}, kInt64}, sgd_momentum(), {}, budget, std::numeric_limits<std::int64_t>::max());
+  EXPECT_GT(found.batch, std::int64_t{1} << 32);
+  EXPECT_TRUE(found.plan.fits());
+  EXPECT_LE(found.plan.peak_reserved, budget);
+}
+
+// Live tensors that add up past int64 are out of memory even on a device without a capacity,
+// not a wrapped (negative) peak.
+TEST(MemoryPlanBounds, StepsPastInt64BytesRunOutOfMemory) {
+  const std::int64_t n = std::int64_t{1} << 59;  // Float32: 2^61 bytes each, four make 2^63
+  const memory::MemoryPlan plan = memory::plan([&](memory::PhaseMarker&) {
+    const TensorOptions meta = TensorOptions().device(kMeta);
+    const Tensor a = empty({n}, meta), b = empty({n}, meta), c = empty({n}, meta), d = empty({n}, meta);
+  });
+  EXPECT_FALSE(plan.fits());
+  EXPECT_EQ(plan.peak_allocated, std::int64_t{3} << 61);
+  EXPECT_NE(plan.oom_message.find("DefaultCPUAllocator: not enough memory"), std::string::npos) << plan.oom_message;
+}
+
+// An empty batch planned a step that allocated nothing and "fit"; an empty factory threw only
+// "bad_function_call"; a factory returning nullptr crashed (SIGSEGV); a negative capacity or
+// budget was taken for "none".
+TEST(MemoryPlanBounds, BadArgumentsAreOneLineErrors) {
+  examples::Mlp model;
+  EXPECT_ERROR(memory::plan(model, {{0, 784}}, {{0}, kInt64}, adam()),
+               "memory::plan: input sizes must be positive, got [0, 784] (dim 0 is the batch)");
+  EXPECT_ERROR(memory::plan(model, {{8, 0}}, {{8}, kInt64}, adam()), "memory::plan: input sizes must be positive, got [8, 0]");
+  EXPECT_ERROR(memory::plan(model, {{8, 784}}, {{-1}, kInt64}, adam()),
+               "memory::plan: target sizes must be positive, got [-1] (dim 0 is the batch)");
+  EXPECT_ERROR(memory::plan(model, {{8, 784}}, {{8}, kInt64}, memory::OptimizerFactory()),
+               "memory::plan: make_optimizer is empty; a training step needs a factory that builds its optimizer");
+  EXPECT_ERROR(memory::plan(model, {{8, 784}}, {{8}, kInt64},
+                            [](const TensorList&) { return std::unique_ptr<optim::Optimizer>(); }),
+               "memory::plan: make_optimizer returned nullptr; it must return the optimizer it built");
+  // Forward only needs no optimizer.
+  EXPECT_TRUE(memory::plan(model, {{8, 784}}, {{8}, kInt64}, memory::OptimizerFactory(), {.train = false}).fits());
+  EXPECT_ERROR(memory::plan(model, {{8, 784}}, {{8}, kInt64}, adam(), {.device = Device("cuda:0"), .capacity = -5}),
+               "memory::plan: capacity must be a number of bytes, or 0 for the device's own, got -5");
+  EXPECT_ERROR(memory::max_batch(model, {{1, 784}}, {{1}, kInt64}, adam(), {}, -1),
+               "max_batch: budget must be a number of bytes, or 0 for default_budget(), got -1");
+  EXPECT_ERROR(memory::max_batch(model, {{1, 784}}, {{1}, kInt64}, adam(), {}, 1 << 30, 0),
+               "max_batch: limit must be at least 1, got 0");
+  EXPECT_ERROR(memory::max_batch(model, {{1, 784}}, {{1}, kInt64},
+                                 [](const TensorList&) { return std::unique_ptr<optim::Optimizer>(); }, {}, 1 << 30),
+               "memory::plan: make_optimizer returned nullptr");
+  // The model is left as it was after each refusal.
+  EXPECT_FALSE(model.fc1->weight.is_meta());
 }
 
 TEST(ModuleSwapTensors, ExchangesByNameAndChecksShapes) {

@@ -94,6 +94,17 @@ TEST(ScaledDotProductAttention, BadArgumentsAreErrors) {
   EXPECT_ERROR(scaled_dot_product_attention(q, k, v.to(kFloat64)), "Expected query, key, and value to have the same dtype");
 }
 
+// p = 1 divided by 1 - p = 0; dropout() keeps nothing there, and so does attention now (a
+// MultiheadAttention takes dropout 1.0, as PyTorch's does).
+TEST(ScaledDotProductAttention, DropoutOfOneKeepsNothing) {
+  const Tensor q = randn({2, 3, 4});
+  EXPECT_TRUE(testing::tensors_near(scaled_dot_product_attention(q, q, q, {}, 1.0), zeros({2, 3, 4}), 0.0));
+  EXPECT_ERROR(scaled_dot_product_attention(q, q, q, {}, 1.5), "dropout probability has to be between 0 and 1, but got 1.5");
+  nn::MultiheadAttention mha(8, 2, {.dropout = 1.0});  // in training, zero biases: out_proj(0) = 0
+  const Tensor x = randn({4, 2, 8});
+  EXPECT_TRUE(testing::tensors_near(std::get<0>(mha.forward(x, x, x, {}, false)), zeros({4, 2, 8}), 0.0));
+}
+
 TEST(MultiheadAttention, MatchesPyTorchWithMasksAndWeights) {
   nn::MultiheadAttention mha(8, 2, {.batch_first = true});
   EXPECT_EQ(mha.state_dict().keys(), ref::mha_keys);
@@ -137,10 +148,83 @@ TEST(MultiheadAttention, BadShapesGetPyTorchsErrors) {
   EXPECT_ERROR(mha.forward(x, x, x, {}, true, ones({2, 4, 4}, TensorOptions().dtype(kBool))),
                "The shape of the 3D attn_mask is [2, 4, 4], but should be (4, 4, 4).");
   EXPECT_ERROR(mha.forward(x, x, x, {}, true, ones({4, 4}, TensorOptions().dtype(kInt64))),
-               "Only float, byte, and bool types are supported for attn_mask");
+               "only bool and floating types of attn_mask are supported, not Long");
   EXPECT_ERROR(mha.forward(x, x, x, ones({2, 3}, TensorOptions().dtype(kBool))),
                "expecting key_padding_mask shape of (2, 4), but got [2, 3]");
   EXPECT_ERROR(mha.forward(randn({1, 4, 2, 8}), x, x), "query should be unbatched 2D or batched 3D tensor");
+}
+
+// train_charlm --heads 0 died of SIGFPE (issue 31): every count that divides or multiplies is
+// checked before a member uses it, with PyTorch's texts. A negative embed_dim used to be
+// reported by the allocation of 3 * embed_dim rows ("negative dimension -24").
+TEST(MultiheadAttention, HeadsAreCheckedBeforeAnythingDividesByThem) {
+  EXPECT_ERROR(nn::MultiheadAttention(8, 0),
+               "embed_dim and num_heads must be greater than 0, got embed_dim=8 and num_heads=0 instead");
+  EXPECT_ERROR(nn::MultiheadAttention(-8, 2),
+               "embed_dim and num_heads must be greater than 0, got embed_dim=-8 and num_heads=2 instead");
+  EXPECT_ERROR(nn::MultiheadAttention(8, 3), "embed_dim must be divisible by num_heads (got embed_dim=8 and num_heads=3)");
+  EXPECT_ERROR(nn::MultiheadAttention(std::int64_t{1} << 62, 1),
+               "in_proj_weight's rows, 3 * embed_dim = 3 * 4611686018427387904 does not fit in int64");
+  EXPECT_ERROR(nn::MultiheadAttention(8, 2, {.dropout = 1.5}), "dropout probability has to be between 0 and 1, but got 1.5");
+  // The transformer layers pass nhead to their attention, which refuses it first.
+  EXPECT_ERROR(nn::TransformerEncoderLayer({.d_model = 8, .nhead = 0}),
+               "embed_dim and num_heads must be greater than 0, got embed_dim=8 and num_heads=0 instead");
+  EXPECT_ERROR(nn::TransformerEncoder({.d_model = 8, .nhead = -1}, 2), "num_heads=-1 instead");
+  EXPECT_ERROR(nn::TransformerEncoder({.d_model = 8, .nhead = 3}, 2), "embed_dim must be divisible by num_heads");
+}
+
+// Issue 31: a UInt8 mask was refused with a text that said bytes were supported ("Only float,
+// byte, and bool types are supported ..., not Byte"), a Float64 mask on Float32 input failed
+// two ops later blaming _softmax, and a key batch other than the query's failed in a view
+// ("shape '[4, 10, 4]' is invalid for input of size 96").
+TEST(MultiheadAttention, MaskDtypesAndBatchesGetMessagesThatNameThem) {
+  nn::MultiheadAttention mha(8, 2);
+  const Tensor x = randn({4, 5, 8});
+  const TensorOptions byte = TensorOptions().dtype(kUInt8), f64 = TensorOptions().dtype(kFloat64);
+  // PyTorch 2.x refuses byte masks (1.13 took them with a deprecation warning).
+  EXPECT_ERROR(mha.forward(x, x, x, {}, true, zeros({4, 4}, byte)),
+               "only bool and floating types of attn_mask are supported, not Byte");
+  EXPECT_ERROR(mha.forward(x, x, x, zeros({5, 4}, byte)),
+               "only bool and floating types of key_padding_mask are supported, not Byte");
+  for (bool need_weights : {true, false}) {
+    EXPECT_ERROR(mha.forward(x, x, x, {}, need_weights, zeros({4, 4}, f64)),
+                 "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: "
+                 "Double and  query.dtype: Float instead.");
+  }
+  EXPECT_ERROR(mha.forward(x, x, x, zeros({5, 4}, f64)),
+               "Expected key_padding_mask dtype to be bool or float or to match query dtype, but got "
+               "key_padding_mask.dtype: Double and  query.dtype: Float instead.");
+  const Tensor other_batch = randn({4, 3, 8});
+  EXPECT_ERROR(mha.forward(x, other_batch, other_batch), "was expecting key and value batch size of 5 (query's), but got 3");
+  nn::MultiheadAttention first(8, 2, {.batch_first = true});
+  EXPECT_ERROR(first.forward(randn({5, 4, 8}), randn({3, 4, 8}), randn({3, 4, 8})),
+               "was expecting key and value batch size of 5 (query's), but got 3");
+
+  // A Float32 mask is PyTorch's "float": on Float64 input it is widened, and means what the
+  // same mask in Float64 means.
+  manual_seed(0);
+  nn::MultiheadAttention wide(8, 2);
+  wide.to(kFloat64);
+  const Tensor x64 = randn({4, 5, 8}, kF64);
+  const Tensor mask = randn({4, 4});
+  for (bool need_weights : {true, false}) {
+    const Tensor narrow_mask = std::get<0>(wide.forward(x64, x64, x64, {}, need_weights, mask));
+    const Tensor same_mask = std::get<0>(wide.forward(x64, x64, x64, {}, need_weights, mask.to(kFloat64)));
+    EXPECT_TRUE(testing::tensors_near(narrow_mask, same_mask, 1e-12));
+  }
+}
+
+TEST(ScaledDotProductAttention, AMaskOfAnotherFloatingDtypeIsPyTorchsError) {
+  const Tensor q = randn({2, 3, 4});
+  EXPECT_ERROR(scaled_dot_product_attention(q, q, q, zeros({3, 3}, kF64)),
+               "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: "
+               "Double and  query.dtype: Float instead.");
+  EXPECT_ERROR(scaled_dot_product_attention(q, q, q, zeros({3, 3}, TensorOptions().dtype(kInt64))),
+               "but got attn_mask.dtype: Long and  query.dtype: Float instead.");
+  // Float32 on Float64 input is allowed, added in Float64.
+  const Tensor q64 = q.to(kFloat64), mask = randn({3, 3});
+  EXPECT_TRUE(testing::tensors_near(scaled_dot_product_attention(q64, q64, q64, mask),
+                                    scaled_dot_product_attention(q64, q64, q64, mask.to(kFloat64)), 1e-12));
 }
 
 TEST(TransformerEncoder, MatchesPyTorchPostNormAndPreNorm) {

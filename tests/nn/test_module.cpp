@@ -25,6 +25,25 @@ struct Net : nn::Module {
 
 }  // namespace
 
+// Issue 31: a 0-d input read a last dim that does not exist and printed a garbage size,
+// "(0x94026747471408 and 784x512)". PyTorch's linear reports it as matmul does.
+TEST(Module, LinearOnA0dInputIsMatmulsError) {
+  nn::Linear fc(784, 512);
+  EXPECT_ERROR(fc.forward(tensor(1.0f)), "both arguments to matmul need to be at least 1D, but they are 0D and 2D");
+  EXPECT_ERROR(fc.forward(ones({2, 3, 5})), "mat1 and mat2 shapes cannot be multiplied (6x5 and 784x512)");
+  // The rows are counted, not divided out of numel: an empty batch still names its shape.
+  EXPECT_ERROR(fc.forward(ones({0, 5})), "mat1 and mat2 shapes cannot be multiplied (0x5 and 784x512)");
+  EXPECT_ERROR(nn::Linear(3, 0).forward(ones({4, 0})), "mat1 and mat2 shapes cannot be multiplied (4x0 and 3x0)");
+}
+
+// Sizes a recurrent layer multiplies (4 gates × hidden_size) are checked, not wrapped: 4 * 2^62
+// wrapped to 0 (undefined behaviour), and the error came later, from a weight said to have 0 rows.
+TEST(Module, RecurrentSizesThatOverflowAreErrors) {
+  const std::int64_t huge = std::int64_t{1} << 62;
+  EXPECT_ERROR(nn::LSTM(4, huge), "the gates' rows, gates * hidden_size = 4 * 4611686018427387904 does not fit in int64");
+  EXPECT_ERROR(nn::LSTMCell(4, huge), "the gates' rows, gates * hidden_size = 4 * 4611686018427387904 does not fit in int64");
+}
+
 TEST(Module, RegistersNestedNamesInOrder) {
   Net net;
   std::vector<std::string> names;
