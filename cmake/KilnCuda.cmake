@@ -78,12 +78,16 @@ endfunction()
 
 # cuBLAS: the toolkit's (CUDA::cublas, CUDA::cublasLt from FindCUDAToolkit) when it has one;
 # else the copy under KILN_CUBLAS_ROOT, made into the same two imported targets so the rest of
-# the build (tests/bench too) links CUDA::cublas either way. A library FindCUDAToolkit found
-# only among the stubs is no cuBLAS: it links, then fails at the first call.
+# the build (tests/bench too) links CUDA::cublas either way. Kiln itself then links the wheel's
+# files by path (KILN_CUBLAS_LINK), as it does cuDNN: the installed package's find_package(Kiln)
+# recreates only the toolkit's CUDA:: targets, and would not know a CUDA::cublas made here.
+# A library FindCUDAToolkit found only among the stubs is no cuBLAS: it links, then fails at the
+# first call.
 function(_kiln_find_cublas)
   if(TARGET CUDA::cublas AND TARGET CUDA::cublasLt AND NOT CUDA_cublas_LIBRARY MATCHES "/stubs/")
     find_path(KILN_CUBLAS_INCLUDE cublas_api.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
     set(KILN_CUBLAS_FROM "${CUDA_cublas_LIBRARY}, the CUDA toolkit's" PARENT_SCOPE)
+    set(KILN_CUBLAS_LINK CUDA::cublas CUDA::cublasLt PARENT_SCOPE)
   elseif(KILN_CUBLAS_ROOT)
     _kiln_forget_on_root_change(KILN_CUBLAS_ROOT KILN_CUBLAS_LIBRARY KILN_CUBLASLT_LIBRARY KILN_CUBLAS_INCLUDE)
     find_library(KILN_CUBLAS_LIBRARY NAMES cublas libcublas.so.13 NAMES_PER_DIR
@@ -107,6 +111,8 @@ function(_kiln_find_cublas)
                           INTERFACE_INCLUDE_DIRECTORIES "${KILN_CUBLAS_INCLUDE}"
                           INTERFACE_LINK_LIBRARIES CUDA::cublasLt)
     set(KILN_CUBLAS_FROM "${KILN_CUBLAS_LIBRARY}, from KILN_CUBLAS_ROOT" PARENT_SCOPE)
+    set(KILN_CUBLAS_LINK ${KILN_CUBLAS_LIBRARY} ${KILN_CUBLASLT_LIBRARY} PARENT_SCOPE)
+    set(KILN_CUBLAS_LINK_INCLUDE ${KILN_CUBLAS_INCLUDE} PARENT_SCOPE)
   else()
     return()
   endif()
@@ -179,7 +185,10 @@ function(kiln_configure_cuda target)
     target_compile_options(${target} PRIVATE
       $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
     target_include_directories(${target} PRIVATE ${KILN_CUDNN_INCLUDE})
-    target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt ${KILN_CUDNN_LIBRARY})
+    if(KILN_CUBLAS_LINK_INCLUDE)  # cuBLAS from KILN_CUBLAS_ROOT
+      target_include_directories(${target} SYSTEM PRIVATE ${KILN_CUBLAS_LINK_INCLUDE})
+    endif()
+    target_link_libraries(${target} PRIVATE CUDA::cudart ${KILN_CUBLAS_LINK} ${KILN_CUDNN_LIBRARY})
     set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
   endif()
 endfunction()
