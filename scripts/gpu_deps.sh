@@ -3,7 +3,7 @@
 # cannot download: the Debian headers, libraries and CMake package files Kiln builds against
 # (Eigen, GoogleTest, Google Benchmark, nlohmann-json, zlib, CLI11), the Fashion-MNIST files and
 # the fortunes text. cuDNN and NCCL are not staged: the GPU machine has them in PyTorch's wheels.
-# The device tool then carries the folder along:  carry: [".gpu-deps"]  (about 45 MiB of the
+# The device tool then carries the folder along:  carry: [".gpu-deps"]  (about 47 MiB of the
 # 64 MiB that may travel). scripts/gpu_rehearse.sh builds against this folder alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -27,12 +27,15 @@ cd "$(dirname "$0")/.."
 # - In a private mount namespace (root; nothing outside it sees a change), /usr gets a read-only
 #   overlay whose top layer holds whiteouts: the CUDA toolkit's own cuDNN and NCCL (library, headers,
 #   /usr/local/include's links to them), the Debian packages that .gpu-deps replaces (Eigen,
-#   GoogleTest/GMock, Google Benchmark, nlohmann-json, zlib's headers and link library, CLI11),
-#   oneDNN and Open MPI vanish for CMake, the compiler and the loader alike.
+#   GoogleTest/GMock, Google Benchmark, nlohmann-json, zlib's headers and link library, CLI11, the
+#   Fashion-MNIST files, the fortunes), oneDNN and Open MPI vanish for CMake, the compiler and the
+#   loader alike.
 # What it cannot reproduce: the GPU image's Ubuntu (glibc, gcc 13, Python 3.12) and its
 # /opt/torch/.venv path; the driver (there is none here, so nothing CUDA runs); the wheels of
-# other NVIDIA libraries PyTorch brings (only those the build looks for are installed); zlib's run-time
-# library and OpenMP's stay, as the GPU image has them too.
+# other NVIDIA libraries PyTorch brings (only those the build looks for are installed); its CMake,
+# which is probably pip's 4.x there (configure under pip's CMake 4.4.5 was tried once, by hand:
+# `-- bash -c 'PATH=<a venv with pip's cmake>/bin:$PATH cmake ...'`; this builds with Debian's 3.25).
+# zlib's run-time library and OpenMP's stay, as the GPU image has them too.
 root=$PWD
 dir=$root/build-rehearse
 cudnn_wheel=nvidia-cudnn-cu13==9.19.0.56  # the versions in the CUDA toolkit here (its dist-info)
@@ -79,6 +82,7 @@ hidden=(
   /usr/include/nlohmann /usr/share/cmake/nlohmann_json /usr/share/pkgconfig/nlohmann_json.pc
   /usr/include/zlib.h /usr/include/zconf.h "$u"/libz.a "$u"/libz.so "$u"/pkgconfig/zlib.pc
   /usr/include/CLI /usr/share/cmake/CLI11 /usr/share/pkgconfig/CLI11.pc
+  /usr/share/datasets/fashion-mnist /usr/share/games/fortunes
   # oneDNN (and the OpenCL link library its CMake package wants)
   /usr/include/dnnl* /usr/include/oneapi "$u"/cmake/dnnl "$u"/libdnnl* "$u"/libOpenCL.so "$u"/pkgconfig/OpenCL.pc
   # Open MPI: headers, libraries, wrappers, launchers, pkg-config files
@@ -158,7 +162,8 @@ problems=()
 # The layout must hold before anything runs in it.
 for path in /usr/include/eigen3/Eigen/Core /usr/include/zlib.h /usr/include/gtest/gtest.h \
             /usr/include/oneapi/dnnl/dnnl.hpp "$u/libdnnl.so" "$u/openmpi/lib/libmpi.so" \
-            /usr/local/cuda/include/cudnn.h /usr/local/cuda/lib64/libcudnn.so.9 /usr/local/cuda/include/nccl.h; do
+            /usr/local/cuda/include/cudnn.h /usr/local/cuda/lib64/libcudnn.so.9 /usr/local/cuda/include/nccl.h \
+            /usr/share/datasets/fashion-mnist /usr/include/CLI/CLI.hpp; do
   [ -e "$path" ] && problems+=("not hidden: $path")
 done
 command -v mpiexec >/dev/null && problems+=("not hidden: mpiexec")
