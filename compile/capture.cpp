@@ -135,4 +135,9 @@ void Capture::grad_bound(const Tensor& leaf, const Tensor& grad) {
   graph_.nodes.push_back(std::move(node));
 }
 
+void Capture::not_replayable(const std::string& what, std::source_location where) {
+  if (region_depth_ > 0 || kernel_depth_ > 0) return;
+  fail(what + " at " + site(where) + " cannot be replayed yet");
+}
+
 }  // namespace kiln::compiler

@@ -85,6 +85,7 @@ class Capture final : public capture::Observer {
                     std::initializer_list<const Tensor*> reads) override;
   void region_end() override;
   void grad_bound(const Tensor& leaf, const Tensor& grad) override;
+  void not_replayable(const std::string& what, std::source_location where) override;
 
  private:
   void fail(const std::string& why);

@@ -28,7 +28,9 @@ const char* family_name(KernelFamily f) {
     case KernelFamily::Col2Im: return "col2im";
     case KernelFamily::MaxPool: return "max_pool2d";
     case KernelFamily::MaxPoolBackward: return "max_pool2d_backward";
+    case KernelFamily::MaxPoolBackwardRelu: return "max_pool2d_backward_relu";
     case KernelFamily::ConvForward: return "conv2d.forward";
+    case KernelFamily::ConvForwardRelu: return "conv2d.forward_relu";
     case KernelFamily::ConvBackwardInput: return "conv2d.backward_input";
     case KernelFamily::ConvBackwardWeight: return "conv2d.backward_weight";
     case KernelFamily::BatchNormForward: return "batch_norm.forward";

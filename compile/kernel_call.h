@@ -26,7 +26,8 @@ namespace kiln::compiler {
 /// The kernel table's members (core/kernels.h), plus the kernels passes make.
 enum class KernelFamily : std::uint8_t {
   Unary, Binary, Reduce, Where, Copy, Fill, Arange, ArgReduce, Bmm, Cat, IndexSelect, IndexAdd, Gather,
-  Scatter, Im2Col, Col2Im, MaxPool, MaxPoolBackward, ConvForward, ConvBackwardInput, ConvBackwardWeight,
+  Scatter, Im2Col, Col2Im, MaxPool, MaxPoolBackward, MaxPoolBackwardRelu, ConvForward, ConvForwardRelu,
+  ConvBackwardInput, ConvBackwardWeight,
   BatchNormForward, BatchNormBackward, PoolForward, PoolBackward, LstmCellForward, LstmCellBackward,
   SoftmaxForward, SoftmaxBackward, LayerNormForward, LayerNormBackward, Random, Adam, Sgd, Unscale,
   Fused,  // made by a pass (compile/passes/)
@@ -130,6 +131,12 @@ class TypedCall final : public KernelCall {
     std::apply([&out](auto&... stored) { (collect(out, stored), ...); }, args_);
     return out;
   }
+  /// The same arguments given to another kernel of the same signature (a pass's fused one).
+  std::unique_ptr<TypedCall> retarget(KernelId id, Fn fn) const {
+    auto copy = std::unique_ptr<TypedCall>(new TypedCall(id, fn));
+    copy->args_ = args_;
+    return copy;
+  }
   std::string attributes() const override {
     std::ostringstream os;
     bool first = true;
@@ -144,6 +151,8 @@ class TypedCall final : public KernelCall {
   }
   template <class T>
   static void collect(std::vector<Tensor*>&, T&) {}
+
+  TypedCall(KernelId id, Fn fn) : KernelCall(id), fn_(fn) {}
 
   template <class T>
   static void describe_one(std::ostream& os, bool& first, const T& value) {

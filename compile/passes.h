@@ -14,6 +14,10 @@
 
 namespace kiln::compiler {
 
+/// conv2d.forward + relu as one kernel (Note [Convolution and relu in one pass]).
+void fuse_conv_relu(Graph& g);
+/// max_pool2d_backward + relu's backward as one kernel (Note [Relu's backward through a max pool]).
+void fuse_pool_relu_backward(Graph& g);
 /// Places every temporary in one arena: a replay allocates nothing (Note [One arena per step]).
 void plan_memory(Graph& g);
 

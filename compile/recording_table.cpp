@@ -94,9 +94,11 @@ BackendKernels build() {
   wrap<Field<&K::col2im, F::Col2Im>>(t.col2im);
   wrap<Field<&K::max_pool2d, F::MaxPool>>(t.max_pool2d);
   wrap<Field<&K::max_pool2d_backward, F::MaxPoolBackward>>(t.max_pool2d_backward);
+  wrap<Field<&K::max_pool2d_backward_relu, F::MaxPoolBackwardRelu>>(t.max_pool2d_backward_relu);
   wrap<Grouped<&K::conv2d, &ConvKernels::forward, F::ConvForward>>(t.conv2d.forward);
   wrap<Grouped<&K::conv2d, &ConvKernels::backward_input, F::ConvBackwardInput>>(t.conv2d.backward_input);
   wrap<Grouped<&K::conv2d, &ConvKernels::backward_weight, F::ConvBackwardWeight>>(t.conv2d.backward_weight);
+  wrap<Grouped<&K::conv2d, &ConvKernels::forward_relu, F::ConvForwardRelu>>(t.conv2d.forward_relu);
   wrap<Grouped<&K::batch_norm, &BatchNormKernels::forward, F::BatchNormForward>>(t.batch_norm.forward);
   wrap<Grouped<&K::batch_norm, &BatchNormKernels::backward, F::BatchNormBackward>>(t.batch_norm.backward);
   wrap<Grouped<&K::pool2d, &PoolKernels::forward, F::PoolForward>>(t.pool2d.forward);
@@ -115,11 +117,11 @@ BackendKernels build() {
 }
 
 // A kernel added to BackendKernels must be recorded above too (and named in KernelFamily):
-// this tripwire counts the table's pointers — the three op arrays, 15 single kernels, 13 in
+// this tripwire counts the table's pointers — the three op arrays, 16 single kernels, 14 in
 // the six groups, 4 after the route flags — and the flags' bytes, padded to a pointer.
 constexpr std::size_t kPointers = static_cast<std::size_t>(UnaryOp::kCount) +
                                   static_cast<std::size_t>(BinaryOp::kCount) +
-                                  static_cast<std::size_t>(ReduceOp::kCount) + 15 + 13 + 4;
+                                  static_cast<std::size_t>(ReduceOp::kCount) + 16 + 14 + 4;
 constexpr std::size_t kFlagBytes = (static_cast<std::size_t>(backends::OpFamily::kCount) + sizeof(void*) - 1) /
                                    sizeof(void*) * sizeof(void*);
 static_assert(sizeof(BackendKernels) == kPointers * sizeof(void*) + kFlagBytes,

@@ -65,6 +65,12 @@ using MaxPoolKernel = void (*)(const Tensor& values, const Tensor& indices, cons
 // element of its plane that indices (MaxPoolKernel's) names; all contiguous. An index outside
 // the plane is an IndexError.
 using MaxPoolBackwardKernel = void (*)(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices);
+// MaxPoolBackwardKernel followed by relu's backward (threshold_backward) against the pooled
+// input, in one pass: a window's gradient reaches its winner only where `values` (the
+// forward's output, which is the winner's value) is positive; NaN passes, as in
+// threshold_backward. A fused kernel for compiled steps (compile/passes/); optional.
+using MaxPoolBackwardReluKernel = void (*)(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
+                                           const Tensor& values);
 // The op kernels (core/backends.h): conv2d, training-mode batch_norm and the 2-D pools as
 // one kernel per direction. cuDNN on CUDA; on the CPU, reference implementations with raw ops
 // (unfold + GEMM for convolution), which its ops do not take by default.
@@ -83,6 +89,9 @@ struct ConvKernels {
   Forward forward = nullptr;
   BackwardInput backward_input = nullptr;
   BackwardWeight backward_weight = nullptr;
+  /// The forward with relu applied to its output as it is written (oneDNN's eltwise post-op):
+  /// one pass instead of two. A fused kernel for compiled steps (compile/passes/); optional.
+  Forward forward_relu = nullptr;
 };
 // Training-mode batch normalisation: input [N, C, *] contiguous; weight, bias and the statistics [C] in the statistics dtype (input's,
 // or Float32 for Float16/BFloat16 inputs, as cuDNN wants); save_mean
@@ -181,6 +190,7 @@ struct BackendKernels {
   Col2ImKernel col2im = nullptr;
   MaxPoolKernel max_pool2d = nullptr;
   MaxPoolBackwardKernel max_pool2d_backward = nullptr;  // optional: else zeros + scatter_add
+  MaxPoolBackwardReluKernel max_pool2d_backward_relu = nullptr;  // optional
   ConvKernels conv2d{};
   BatchNormKernels batch_norm{};
   PoolKernels pool2d{};

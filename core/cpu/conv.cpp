@@ -6,6 +6,7 @@
 // compared with cuDNN on a GPU.
 // Read next: core/cuda/cudnn_conv.cpp.
 #include "core/cpu/cpu_kernels.h"
+#include "core/kernels.h"
 #include "core/ops/allocate.h"
 #include "core/ops/conv.h"
 #include "core/ops/copy.h"
@@ -47,6 +48,15 @@ void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor&
   grouped_mm(product, ops::view(weight, {o, -1}), false, ops::unfold_columns(input, g), false, groups);
   const Tensor images = ops::permute(ops::view(product, {o, n, g.out_h, g.out_w}), {1, 0, 2, 3});
   ops::copy_data(out, bias.defined() ? ops::binary(BinaryOp::Add, images, ops::view(bias, {1, o, 1, 1})) : images);
+}
+
+// The forward, then relu over its output in place: the reference for oneDNN's post-op route
+// (core/onednn/conv.cpp), which fuses the two.
+void conv2d_forward_relu_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                const Im2ColGeometry& g, std::int64_t groups) {
+  conv2d_forward_kernel(out, input, weight, bias, g, groups);
+  const UnaryKernel relu = registered_kernels(DeviceType::CPU).unary[static_cast<std::size_t>(UnaryOp::Relu)];
+  relu(out, out);
 }
 
 // The adjoint in the input: columns = weightᵀ @ gradient rows, folded back into images.

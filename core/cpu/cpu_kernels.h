@@ -33,6 +33,8 @@ void im2col_kernel(const Tensor& cols, const Tensor& input, const Im2ColGeometry
 void col2im_kernel(const Tensor& out, const Tensor& cols, const Im2ColGeometry& g);
 void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_forward_relu_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                                   const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
@@ -44,9 +46,10 @@ void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad
 inline constexpr std::int64_t kThinConvolutionTaps = 32;
 /// Whether a Float32 or BFloat16 convolution with groups = 1 of `input` by `weight` is thin.
 bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t groups);
-/// The forward of a thin convolution, bias (optional) included (contiguous tensors).
+/// The forward of a thin convolution, bias (optional) included (contiguous tensors), and with
+/// `relu` relu applied to each result as it is stored.
 void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                         const Im2ColGeometry& g);
+                         const Im2ColGeometry& g, bool relu = false);
 /// The weight gradient of a thin convolution (contiguous tensors).
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                  const Im2ColGeometry& g);
@@ -61,6 +64,8 @@ void pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output,
                             const Tensor& output, const Im2ColGeometry& g, PoolMode mode);
 void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor& input, const Im2ColGeometry& g);
 void max_pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices);
+void max_pool2d_backward_relu_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
+                                     const Tensor& values);
 void lstm_cell_forward_kernel(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,
                               const Tensor& projected, const Tensor& c_prev);
 void lstm_cell_backward_kernel(const Tensor& grad_gates, const Tensor& grad_c, const Tensor& grad_h,

@@ -201,29 +201,46 @@ void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor
 // One pass per plane while it is in cache: zero the plane's gradient, then add each window's
 // gradient onto its winner (overlapping windows can share one). That is what zeros +
 // scatter_add computed, without their three extra passes over the input-sized gradient (the
-// fill, scatter_add's copy of it, and the index range check's min and max).
+// fill, scatter_add's copy of it, and the index range check's min and max). With `values`,
+// relu's backward rides along: a window whose value is not positive passes nothing on, which
+// is threshold_backward(gradient, relu's output) at its winner, where relu's output is that value.
+template <class T>
+void pool_backward(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices, const Tensor& values) {
+  const std::int64_t planes = grad_input.sizes()[0] * grad_input.sizes()[1];
+  const std::int64_t plane_in = grad_input.sizes()[2] * grad_input.sizes()[3];
+  const std::int64_t plane_out = grad_output.sizes()[2] * grad_output.sizes()[3];
+  T* gi = grad_input.data_ptr<T>();
+  const T* go = grad_output.data_ptr<T>();
+  const T* v = values.defined() ? values.data_ptr<T>() : nullptr;
+  const std::int64_t* idx = indices.data_ptr<std::int64_t>();
+  const std::int64_t grain = std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(plane_in, 1));
+  parallel_for(0, planes, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t p = b; p < e; ++p) {
+      T* plane = gi + p * plane_in;
+      const T* g = go + p * plane_out;
+      const T* value = v != nullptr ? v + p * plane_out : nullptr;
+      const std::int64_t* winner = idx + p * plane_out;
+      std::fill(plane, plane + plane_in, T(0));
+      for (std::int64_t o = 0; o < plane_out; ++o) {
+        const std::int64_t at = winner[o];
+        KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
+        if (value != nullptr && to_op_math(value[o]) <= 0) continue;  // threshold_backward's test
+        plane[at] = from_op_math<T>(to_op_math(plane[at]) + to_op_math(g[o]));
+      }
+    }
+  });
+}
+
 void max_pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices) {
   dispatch_dtype<FloatingTypes>(grad_input.dtype(), "max_pool2d_backward_cpu", [&]<typename T>() {
-    const std::int64_t planes = grad_input.sizes()[0] * grad_input.sizes()[1];
-    const std::int64_t plane_in = grad_input.sizes()[2] * grad_input.sizes()[3];
-    const std::int64_t plane_out = grad_output.sizes()[2] * grad_output.sizes()[3];
-    T* gi = grad_input.data_ptr<T>();
-    const T* go = grad_output.data_ptr<T>();
-    const std::int64_t* idx = indices.data_ptr<std::int64_t>();
-    const std::int64_t grain = std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(plane_in, 1));
-    parallel_for(0, planes, grain, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t p = b; p < e; ++p) {
-        T* plane = gi + p * plane_in;
-        const T* g = go + p * plane_out;
-        const std::int64_t* winner = idx + p * plane_out;
-        std::fill(plane, plane + plane_in, T(0));
-        for (std::int64_t o = 0; o < plane_out; ++o) {
-          const std::int64_t at = winner[o];
-          KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
-          plane[at] = from_op_math<T>(to_op_math(plane[at]) + to_op_math(g[o]));
-        }
-      }
-    });
+    pool_backward<T>(grad_input, grad_output, indices, Tensor());
+  });
+}
+
+void max_pool2d_backward_relu_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
+                                     const Tensor& values) {
+  dispatch_dtype<FloatingTypes>(grad_input.dtype(), "max_pool2d_backward_relu_cpu", [&]<typename T>() {
+    pool_backward<T>(grad_input, grad_output, indices, values);
   });
 }
 

@@ -21,7 +21,12 @@ namespace {
 
 // The forward with a bias is a primitive of its own: oneDNN adds the bias as it writes each
 // output, saving the pass over the output that a separate add would make.
-enum class Pass : std::int64_t { Forward = 10, BackwardData = 11, BackwardWeights = 12, ForwardWithBias = 13 };
+// With relu (a compiled step's fused kernel) oneDNN applies it as an eltwise post-op while the
+// output is still in registers.
+enum class Pass : std::int64_t {
+  Forward = 10, BackwardData = 11, BackwardWeights = 12, ForwardWithBias = 13, ForwardRelu = 14,
+  ForwardWithBiasRelu = 15
+};
 
 struct ConvDims {
   dnnl::memory::dims src, weights, dst, strides, dilates, pad_left, pad_right;
@@ -65,13 +70,20 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, DType dt
   return {desc, attributes(), engine()};
 }
 
-/// The forward primitive, with a bias when `with_bias` (a zero descriptor is oneDNN's "no bias").
-Prepared build_forward(const ConvDims& d, DType dtype, bool with_bias) {
+/// The forward primitive, with a bias when `with_bias` (a zero descriptor is oneDNN's "no bias")
+/// and relu on its output when `relu`.
+Prepared build_forward(const ConvDims& d, DType dtype, bool with_bias, bool relu) {
   const dnnl::memory::desc bias = with_bias ? contiguous_desc({d.dst[1]}, dtype) : dnnl::memory::desc();
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                              any_desc(d.src, dtype), any_desc(d.weights, dtype), bias,
                                              any_desc(d.dst, dtype), d.strides, d.dilates, d.pad_left, d.pad_right);
-  const dnnl::convolution_forward::primitive_desc pd(desc, attributes(), engine());
+  dnnl::primitive_attr attr = attributes();
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
   std::vector<Argument> arguments{{DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
                                   {DNNL_ARG_WEIGHTS, contiguous_desc(d.weights, dtype), pd.weights_desc()}};
   if (with_bias) arguments.push_back({DNNL_ARG_BIAS, bias, pd.bias_desc()});
@@ -121,8 +133,10 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
   const ConvDims d = conv_dims(input, weight, g, groups);
   auto entry = cached(conv_key(pass, dtype, input, weight, g, groups), [&] {
     switch (pass) {
-      case Pass::Forward: return build_forward(d, dtype, /*with_bias=*/false);
-      case Pass::ForwardWithBias: return build_forward(d, dtype, /*with_bias=*/true);
+      case Pass::Forward: return build_forward(d, dtype, /*with_bias=*/false, /*relu=*/false);
+      case Pass::ForwardWithBias: return build_forward(d, dtype, /*with_bias=*/true, /*relu=*/false);
+      case Pass::ForwardRelu: return build_forward(d, dtype, /*with_bias=*/false, /*relu=*/true);
+      case Pass::ForwardWithBiasRelu: return build_forward(d, dtype, /*with_bias=*/true, /*relu=*/true);
       case Pass::BackwardData: return build_backward_data(d, dtype);
       case Pass::BackwardWeights: break;
     }
@@ -134,13 +148,19 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
 
 }  // namespace
 
-void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                           const Im2ColGeometry& g, std::int64_t groups) {
-  if (cpu::conv2d_is_thin(input, weight, groups)) return cpu::thin_conv2d_forward(out, input, weight, bias, g);
-  const Pass pass = bias.defined() ? Pass::ForwardWithBias : Pass::Forward;
+namespace {
+
+void forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+             std::int64_t groups, bool relu) {
+  if (cpu::conv2d_is_thin(input, weight, groups)) return cpu::thin_conv2d_forward(out, input, weight, bias, g, relu);
+  const Pass pass = bias.defined() ? (relu ? Pass::ForwardWithBiasRelu : Pass::ForwardWithBias)
+                                   : (relu ? Pass::ForwardRelu : Pass::Forward);
   const auto p = all_fit_int32({input, weight, out}) ? prepared(pass, input.dtype(), input.sizes(), weight.sizes(), g, groups)
                                                   : nullptr;
-  if (!p) return cpu::conv2d_forward_kernel(out, input, weight, bias, g, groups);
+  if (!p) {
+    return relu ? cpu::conv2d_forward_relu_kernel(out, input, weight, bias, g, groups)
+                : cpu::conv2d_forward_kernel(out, input, weight, bias, g, groups);
+  }
   if (bias.defined()) {
     p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
             {DNNL_ARG_BIAS, address_of(bias)}, {DNNL_ARG_DST, address_of(out)}});
@@ -148,6 +168,18 @@ void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor&
     p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
             {DNNL_ARG_DST, address_of(out)}});
   }
+}
+
+}  // namespace
+
+void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Im2ColGeometry& g, std::int64_t groups) {
+  forward(out, input, weight, bias, g, groups, /*relu=*/false);
+}
+
+void conv2d_forward_relu_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                const Im2ColGeometry& g, std::int64_t groups) {
+  forward(out, input, weight, bias, g, groups, /*relu=*/true);
 }
 
 void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,

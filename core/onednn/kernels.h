@@ -11,6 +11,9 @@ namespace kiln::onednn {
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
 void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_forward_relu_kernel(const Tensor& out, const Tensor& input, const Tensor& weight,
+                                const Tensor& bias,
+                           const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                                   const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,

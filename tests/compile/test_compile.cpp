@@ -207,7 +207,62 @@ TEST_F(CompileTest, EveryPassKeepsTheResults) {
 
 TEST_F(CompileTest, AnUnknownPassIsAnError) {
   EXPECT_ERROR(compile([](const Tensor& x) { return x * 2; }, {.passes = "plan_memory,fuse_everything"}),
-               "KILN_COMPILE_PASSES: unknown pass 'fuse_everything' (known: plan_memory");
+               "KILN_COMPILE_PASSES: unknown pass 'fuse_everything' (known: fuse_conv_relu, ");
+}
+
+TEST_F(CompileTest, TheFusionPassesFireOnTrainCnnsStepAndKeepItsResults) {
+  // Float32, the oneDNN route: each fusion pass alone against no pass, over 3 steps.
+  std::vector<std::vector<double>> runs;
+  for (const std::string passes : {"none", "fuse_conv_relu", "fuse_pool_relu_backward", "all"}) {
+    Trainer<examples::Cnn> trainer(9, kFloat32, true);
+    auto step = compile([&](const Tensor& x, const Tensor& y) { return trainer.step(x, y); }, {.passes = passes});
+    manual_seed(4);
+    std::vector<double> losses;
+    for (int i = 0; i < 3; ++i) losses.push_back(step(rand({16, 1, 28, 28}), randint(0, 10, {16})).item<double>());
+    for (const Tensor& p : trainer.model->parameters()) losses.push_back(p.sum().item<double>());
+    runs.push_back(losses);
+    const compiler::Graph& g = step.graph();
+    const bool conv = passes == "fuse_conv_relu" || passes == "all";
+    const bool pool = passes == "fuse_pool_relu_backward" || passes == "all";
+    EXPECT_EQ(g.count(compiler::KernelFamily::ConvForwardRelu), conv ? 2u : 0u) << passes;
+    EXPECT_EQ(g.count(compiler::KernelFamily::MaxPoolBackwardRelu), pool ? 2u : 0u) << passes;
+    EXPECT_EQ(g.count(compiler::KernelFamily::ConvForward), conv ? 0u : 2u) << passes;
+  }
+  for (std::size_t r = 1; r < runs.size(); ++r) {
+    for (std::size_t i = 0; i < runs[0].size(); ++i) {
+      EXPECT_NEAR(runs[r][i], runs[0][i], 1e-5 * (1 + std::abs(runs[0][i]))) << "run " << r << ", value " << i;
+    }
+  }
+}
+
+TEST_F(CompileTest, TheFusedKernelsComputeWhatTheirPairsCompute) {
+  // Relu's edge cases on purpose: negatives, zeros of both signs, NaN, and windows that tie.
+  const Tensor x = randn({2, 3, 6, 6}) * 0.5;
+  x.view({-1}).narrow(0, 0, 4).copy_(tensor({-0.0f, 0.0f, std::nanf(""), 0.0f}));
+  const Im2ColGeometry geometry{.channels = 3, .height = 6, .width = 6, .kernel_h = 2, .kernel_w = 2,
+                                .stride_h = 2, .stride_w = 2, .out_h = 3, .out_w = 3};
+  const BackendKernels& cpu = registered_kernels(DeviceType::CPU);
+  const Tensor y = x.relu();
+  const Tensor values = empty({2, 3, 3, 3}), indices = empty({2, 3, 3, 3}, TensorOptions().dtype(kInt64));
+  cpu.max_pool2d(values, indices, y, geometry);
+  const Tensor dv = randn({2, 3, 3, 3});
+  const Tensor pooled = empty({2, 3, 6, 6}), unfused = empty({2, 3, 6, 6}), fused = empty({2, 3, 6, 6});
+  cpu.max_pool2d_backward(pooled, dv, indices);
+  cpu.binary[static_cast<std::size_t>(BinaryOp::ThresholdBackward)](unfused, pooled, y);
+  cpu.max_pool2d_backward_relu(fused, dv, indices, values);
+  EXPECT_TRUE(equal(fused, unfused));
+
+  // The convolution: Kiln's thin kernel (1 input channel) and oneDNN's post-op (8 channels).
+  for (const std::int64_t channels : {1, 8}) {
+    const Tensor input = randn({2, channels, 9, 9}), weight = randn({4, channels, 3, 3}), bias = randn({4});
+    const Im2ColGeometry g{.channels = channels, .height = 9, .width = 9, .kernel_h = 3, .kernel_w = 3,
+                           .pad_h = 1, .pad_w = 1, .out_h = 9, .out_w = 9};
+    const Tensor conv = empty({2, 4, 9, 9}), expected = empty({2, 4, 9, 9}), out = empty({2, 4, 9, 9});
+    cpu.conv2d.forward(conv, input, weight, bias, g, 1);
+    cpu.unary[static_cast<std::size_t>(UnaryOp::Relu)](expected, conv);
+    cpu.conv2d.forward_relu(out, input, weight, bias, g, 1);
+    EXPECT_TRUE(equal(out, expected)) << channels << " channels";
+  }
 }
 
 }  // namespace

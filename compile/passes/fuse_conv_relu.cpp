@@ -1,0 +1,66 @@
+// compile/passes/fuse_conv_relu.cpp — a convolution whose output only relu reads becomes one
+// kernel that writes relu's output directly. See Note [Convolution and relu in one pass].
+#include "compile/passes.h"
+#include "compile/storage_uses.h"
+
+namespace kiln::compiler {
+
+// Note [Convolution and relu in one pass]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Eagerly, conv2d writes its output (12.8 MB for train_cnn's first layer at batch 128), then
+// relu reads it all back and writes a second tensor of the same size. oneDNN can apply relu as
+// an eltwise post-op while each output block is still in registers, and Kiln's thin kernel as
+// it stores each row (ConvKernels::forward_relu), so the pair is one pass and the convolution's
+// own output never exists. The pass fuses `A = conv2d.forward(x, w, b); B = relu(A)` when:
+//  - relu reads all of A and nothing else reads A, A is written only by the convolution, and A
+//    is not pinned (an output, a region's read, a gradient);
+//  - nothing between the two touches B, whose write moves up to the convolution's place.
+// relu's backward reads B (threshold_backward(grad, B)), never A, so autograd never saved A.
+// Exactness: the convolution computes the same sums; relu(v) is the same function of v either
+// way (negatives to zero, NaN kept). oneDNN's relu writes -0 where Kiln's writes +0 for a
+// negative input; the two compare equal, and every later kernel treats them alike.
+
+namespace {
+
+using ConvCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&,
+                           std::int64_t>;
+
+}  // namespace
+
+void fuse_conv_relu(Graph& g) {
+  const ConvKernels::Forward fused = registered_kernels(DeviceType::CPU).conv2d.forward_relu;
+  if (fused == nullptr) return;
+  std::map<const Storage*, StorageUses> uses = storage_uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    Node& conv = g.nodes[n];
+    if (removed[n] || conv.kind != Node::Kind::Kernel || conv.call->id().family != KernelFamily::ConvForward) continue;
+    auto* call = dynamic_cast<ConvCall*>(conv.call.get());
+    if (call == nullptr) continue;
+    const Tensor a = *call->tensors()[0];
+    const StorageUses& a_uses = uses[storage_of(a)];
+    if (a_uses.pinned || a_uses.writes.size() != 1 || a_uses.reads.size() != 1 || !covers_storage(a)) continue;
+    const std::size_t m = a_uses.reads.front();
+    Node& relu = g.nodes[m];
+    if (m <= n || removed[m] || relu.kind != Node::Kind::Kernel || !relu.call->id().is(UnaryOp::Relu)) continue;
+    const std::vector<Tensor*> relu_args = relu.call->tensors();  // (out, in)
+    const Tensor b = *relu_args[0];
+    if (!relu_args[1]->is_same(a) && !(storage_of(*relu_args[1]) == storage_of(a) && covers_storage(*relu_args[1]))) {
+      continue;
+    }
+    if (b.sizes() != a.sizes() || b.dtype() != a.dtype() || !b.is_contiguous()) continue;
+    if (storage_of(b) != storage_of(a) && touched_between(uses[storage_of(b)], n, m)) continue;
+    std::unique_ptr<ConvCall> replacement = call->retarget({KernelFamily::ConvForwardRelu, -1}, fused);
+    *replacement->tensors()[0] = b;
+    conv.call = std::move(replacement);
+    conv.made_by = "fuse_conv_relu";
+    removed[m] = true;
+  }
+  std::vector<Node> kept;
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
+  }
+  g.nodes = std::move(kept);
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,64 @@
+// compile/storage_uses.cpp — reads and writes of each storage in a graph (see
+// compile/storage_uses.h).
+#include "compile/storage_uses.h"
+
+#include <utility>
+
+namespace kiln::compiler {
+
+std::map<const Storage*, StorageUses> storage_uses(const Graph& g) {
+  std::map<const Storage*, StorageUses> uses;
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    switch (node.kind) {
+      case Node::Kind::Kernel: {
+        const std::vector<const Tensor*> args = std::as_const(*node.call).tensors();
+        const std::vector<bool> writes = node.call->writes(), updates = node.call->updates();
+        for (std::size_t i = 0; i < args.size(); ++i) {
+          const Storage* s = storage_of(*args[i]);
+          if (s == nullptr) continue;
+          StorageUses& u = uses[s];
+          if (!writes[i] || updates[i]) {
+            if (u.reads.empty() || u.reads.back() != n) u.reads.push_back(n);
+          }
+          if (writes[i] && (u.writes.empty() || u.writes.back() != n)) u.writes.push_back(n);
+        }
+        break;
+      }
+      case Node::Kind::Region:
+        for (const Tensor& t : node.reads) {
+          if (const Storage* s = storage_of(t)) {
+            uses[s].reads.push_back(n);
+            uses[s].pinned = true;
+          }
+        }
+        break;
+      case Node::Kind::BindGrad:
+        uses[storage_of(node.leaf)].pinned = true;
+        uses[storage_of(node.grad)].pinned = true;
+        uses[storage_of(node.grad)].reads.push_back(n);
+        break;
+    }
+  }
+  for (const Tensor& t : g.inputs) uses[storage_of(t)].pinned = true;
+  for (const Tensor& t : g.outputs) {
+    if (const Storage* s = storage_of(t)) uses[s].pinned = true;
+  }
+  return uses;
+}
+
+bool covers_storage(const Tensor& t) {
+  return t.defined() && t.is_contiguous() && t.impl()->storage_offset() == 0 &&
+         static_cast<std::size_t>(t.numel()) * t.element_size() == t.impl()->storage()->nbytes();
+}
+
+bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last) {
+  for (const std::vector<std::size_t>* list : {&uses.reads, &uses.writes}) {
+    for (std::size_t n : *list) {
+      if (n > first && n < last) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,32 @@
+// compile/storage_uses.h — where each storage of a graph is read and written, node by node:
+// what a pass asks before it moves or merges a kernel call ("is this value read anywhere
+// else?", "is anything written here in between?"). A region's reads, a gradient bound to a
+// leaf and the step's inputs and outputs count as uses that no pass may remove.
+// Read next: compile/passes/fuse_conv_relu.cpp (a pass that asks).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <vector>
+
+#include "compile/graph.h"
+
+namespace kiln::compiler {
+
+struct StorageUses {
+  std::vector<std::size_t> reads, writes;  // node indices, in order (a kernel that updates reads and writes)
+  bool pinned = false;                     // read by a region, bound to a leaf, or an input or output
+};
+
+std::map<const Storage*, StorageUses> storage_uses(const Graph& g);
+
+/// The storage under `t`.
+inline const Storage* storage_of(const Tensor& t) { return t.defined() ? t.impl()->storage().get() : nullptr; }
+
+/// Whether `t` covers the whole of its storage, contiguously from its start.
+bool covers_storage(const Tensor& t);
+
+/// Whether any node strictly between `first` and `last` reads or writes storage `s`.
+bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last);
+
+}  // namespace kiln::compiler
