@@ -12,6 +12,7 @@
 #include <functional>
 #include <initializer_list>
 #include <source_location>
+#include <string>
 
 #include "core/allocator.h"
 #include "core/device.h"
@@ -38,6 +39,8 @@ class Observer {
   virtual void region_end() = 0;
   /// Autograd made `grad` the .grad of `leaf` (AccumulateGrad's first gradient).
   virtual void grad_bound(const Tensor& leaf, const Tensor& grad) = 0;
+  /// Something happened that a replay cannot redo (`what`, at `where`): the step stays eager.
+  virtual void not_replayable(const std::string& what, std::source_location where) = 0;
 };
 
 /// Serves the memory kernels take for themselves (reorder buffers, a library's scratchpad)
@@ -73,6 +76,11 @@ void host_access(const Tensor& t, const char* how, std::source_location where);
 /// AccumulateGrad calls this after binding a leaf's first gradient.
 inline void grad_bound(const Tensor& leaf, const Tensor& grad) {
   if (Observer* o = observer()) o->grad_bound(leaf, grad);
+}
+
+/// Says that what happens here (a collective, say) cannot be replayed, when a capture runs.
+inline void not_replayable(const std::string& what, std::source_location where = std::source_location::current()) {
+  if (Observer* o = observer()) o->not_replayable(what, where);
 }
 
 /// A region that a captured step replays by calling `replay` instead of its kernels: code

@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/array_ref.h"
+#include "core/capture_hooks.h"
 
 namespace kiln::distributed {
 
@@ -109,18 +110,21 @@ void check_avg(const Tensor& t, ReduceOp op, const char* collective) {
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
+  capture::not_replayable("a collective (all_reduce)");
   check_defined(tensor, "all_reduce");
   check_avg(tensor, op, "all_reduce");
   return do_all_reduce(tensor, op);
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int src) {
+  capture::not_replayable("a collective (broadcast)");
   check_defined(tensor, "broadcast");
   KILN_CHECK_VALUE(src >= 0 && src < size_, "broadcast: src rank ", src, " is not in the group of ", size_);
   return do_broadcast(tensor, src);
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
+  capture::not_replayable("a collective (all_gather)");
   check_defined(input, "all_gather");
   KILN_CHECK_VALUE(outputs.size() == static_cast<std::size_t>(size_),
                    "all_gather: the output list must hold one tensor per rank (", size_, "), got ", outputs.size());
@@ -129,6 +133,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, con
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
+  capture::not_replayable("a collective (reduce_scatter)");
   check_defined(output, "reduce_scatter");
   check_avg(output, op, "reduce_scatter");
   KILN_CHECK_VALUE(inputs.size() == static_cast<std::size_t>(size_),
@@ -137,7 +142,10 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::ve
   return do_reduce_scatter(output, inputs, op);
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier() { return do_barrier(); }
+std::shared_ptr<Work> ProcessGroup::barrier() {
+  capture::not_replayable("a collective (barrier)");
+  return do_barrier();
+}
 
 std::string ProcessGroup::describe(const char* collective, const Tensor& t, const char* detail) {
   std::ostringstream os;

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     f.add("--eval-every", c.eval_every, "steps between validations")->check(integer(1, 1'000'000'000'000));
     f.add("--seed", c.seed, "seed for initialisation, batches and sampling")
         ->check(integer(0, std::numeric_limits<std::int64_t>::max()));
-    f.add("--threads", threads, "CPU threads (0 = all cores)")->check(integer(0, kMaxThreads));
+    f.add("--threads", threads, "CPU threads (0 = all cores)")->check(integer(0, kMaxNumThreads));
     f.add_function("--device", [&c](const std::string& v) { c.device = Device(v); }, "cpu, cuda or cuda:N", "cpu")
         ->check(device());
     f.add("--log", c.log, "write step,seconds,train_bpc,val_bpc here (CSV, plot with scripts/plot_log.sh)")

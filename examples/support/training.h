@@ -116,6 +116,7 @@ struct TrainConfig {
   std::size_t keep_checkpoints = 3;      // the newest this many are kept
   bool resume = false;                   // continue from checkpoint_dir's newest valid checkpoint
   bool overwrite = false;                // replace another run's checkpoints in checkpoint_dir
+  bool compile = false;                  // capture the step once and replay it (kiln::compile)
   int threads = 0;                       // CPU threads (0: adaptive, fixed when checkpointing)
   // Where tests kill a run: after each step (the global step count), after each epoch's end
   // (its checkpoint written), and inside a checkpoint write (CheckpointDirOptions).
@@ -128,7 +129,6 @@ struct TrainConfig {
 inline constexpr std::int64_t kMaxEpochs = 1'000'000;
 inline constexpr std::int64_t kMaxBatch = 1 << 20;
 inline constexpr std::int64_t kMaxWorkers = 256;
-inline constexpr std::int64_t kMaxThreads = 1024;
 inline constexpr std::int64_t kMaxSamples = 1'000'000'000;
 
 /// Which of the shared flags a program takes: train_ddp has no memory plan and no checkpoint
@@ -194,9 +194,10 @@ inline void add_training_flags(Flags& f, TrainConfig& c, TrainingFlags which = {
     f.add_switch("--resume", c.resume, "continue the run in --checkpoint-dir from its newest valid checkpoint");
     f.add_switch("--overwrite", c.overwrite, "replace the checkpoints another run left in --checkpoint-dir");
   }
+  f.add_switch("--compile", c.compile, "capture the training step once as a graph and replay it (kiln::compile)");
   f.add("--threads", c.threads,
         "CPU threads (0 = all cores, backing off when the machine is busy; fixed when checkpointing)")
-      ->check(integer(0, kMaxThreads));
+      ->check(integer(0, kMaxNumThreads));
 }
 
 /// The flags that define a run: a resumed run must be given the same ones (it cannot honour
@@ -371,6 +372,23 @@ inline std::ofstream open_log(const std::string& path, bool resumed, std::size_t
   return log;
 }
 
+/// What a compiled step did, in one line: how often it captured, replayed or ran eagerly, and
+/// the size of its graph and arena.
+template <class Step>
+void report_compiled(const Step& step) {
+  const compiler::CompileStats& s = step.stats();
+  std::printf("compiled step: %lld captured, %lld replayed, %lld eager", static_cast<long long>(s.captures),
+              static_cast<long long>(s.replays), static_cast<long long>(s.eager_calls));
+  if (s.replays > 0) {
+    const compiler::Graph& g = step.graph();
+    std::printf("; %zu kernels, %zu regions, arena %.1f MiB for %.1f MiB of temporaries",
+                g.count(compiler::Node::Kind::Kernel), g.count(compiler::Node::Kind::Region),
+                static_cast<double>(g.memory.bytes) / (1 << 20), static_cast<double>(g.memory.temporary_bytes) / (1 << 20));
+  }
+  if (!step.eager_reason().empty()) std::printf(" (eager: %s)", step.eager_reason().c_str());
+  std::printf("\n");
+}
+
 /// --batch-size auto and --plan: picks the largest batch whose planned step fits (setting
 /// `batch_size`), and with --plan prints the plan of a step at that batch. Returns a result
 /// when the program should stop there (--plan), nothing when it should train.
@@ -477,30 +495,37 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
               model.repr().c_str(), static_cast<long long>(model.num_parameters()), train->size(),
               static_cast<long long>(batch_size), c.optimizer.c_str(), c.lr, static_cast<long long>(c.epochs),
               c.device.str().c_str());
+  // One training step; with --compile it is captured once and replayed (compile/compile.h).
+  auto step = [&](const Tensor& images, const Tensor& y) {
+    const Tensor x = input(images);
+    opt->zero_grad();
+    Tensor loss;
+    {
+      amp::autocast region(c.device.type(), c.mixed_precision);
+      loss = cross_entropy(model.forward(x), y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(*opt);
+    scaler.update();
+    return loss;
+  };
+  auto compiled_step = kiln::compile(step);
   TrainResult result;
   double train_seconds = 0.0;
   std::size_t samples_seen = 0;
   std::int64_t epochs_run = 0;
   for (; at.epoch <= c.epochs; at = {.epoch = at.epoch + 1, .step = at.step, .train_losses = at.train_losses,
                                      .test_accuracy = at.test_accuracy}) {
-    Progress progress("epoch " + std::to_string(at.epoch), train_loader.size());
+    Progress progress("epoch " + std::to_string(at.epoch) + (c.compile ? " (compiled)" : ""), train_loader.size());
     // A run resumed from a checkpoint taken after an epoch's last step has that epoch's
     // batches behind it already: the loader would start the next epoch's.
     const bool batches_left = at.steps < static_cast<std::int64_t>(train_loader.size());
     const std::int64_t samples_before = at.samples;
     for (auto it = batches_left ? train_loader.begin() : train_loader.end(); it != train_loader.end(); ++it) {
       const data::Example& batch = *it;
-      const Tensor x = input(batch.data.to(c.device, true));
+      const Tensor images = batch.data.to(c.device, true);
       const Tensor y = batch.target.to(c.device, true);
-      opt->zero_grad();
-      Tensor loss;
-      {
-        amp::autocast region(c.device.type(), c.mixed_precision);
-        loss = cross_entropy(model.forward(x), y);
-      }
-      scaler.scale(loss).backward();
-      scaler.step(*opt);
-      scaler.update();
+      const Tensor loss = c.compile ? compiled_step(images, y) : step(images, y);
       at.loss_sum += loss.item<double>();
       ++at.steps;
       ++at.step;
@@ -536,6 +561,7 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
     if (checkpoints && (c.checkpoint_every == 0 || at.epoch == c.epochs)) save_checkpoint();
     if (c.after_epoch) c.after_epoch(at.epoch);
   }
+  if (c.compile) report_compiled(compiled_step);
   result.test_accuracy = at.test_accuracy;
   result.train_losses = at.train_losses;
   result.seconds_per_epoch = epochs_run > 0 ? train_seconds / static_cast<double>(epochs_run) : 0.0;

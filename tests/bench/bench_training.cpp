@@ -49,6 +49,7 @@ class StepCounters {
     state.counters["primitives_built/step"] = per_step(onednn.primitives_created - onednn_.primitives_created);
     state.counters["fallbacks/step"] = per_step(onednn.fallbacks - onednn_.fallbacks);
     state.counters["cache_misses/step"] = per_step(cpu_allocator_stats().cache_misses - cache_.cache_misses);
+    state.counters["allocations/step"] = per_step(cpu_allocator_stats().allocations - cache_.allocations);
   }
 
  private:
@@ -63,26 +64,35 @@ class StepCounters {
 /// under autocast (BFloat16) and the backward through a GradScaler.
 template <class Model>
 void train_steps(benchmark::State& state, Model& model, const Tensor& x, const Tensor& y, double flops,
-                 bool mixed_precision = false) {
+                 bool mixed_precision = false, bool compiled = false) {
   std::optional<backends::OpKernelsGuard> eigen_route;
   if (state.range(0) == 0) eigen_route.emplace(DeviceType::CPU, false);
   optim::SGD sgd(model.parameters(), optim::SGDOptions(0.01).momentum(0.9));
   amp::GradScaler scaler({.enabled = mixed_precision});
-  auto step = [&] {
+  auto eager = [&](const Tensor& input, const Tensor& target) {
     sgd.zero_grad();
     Tensor loss;
     {
       amp::autocast region(DeviceType::CPU, mixed_precision);
-      loss = nn::functional::cross_entropy(model.forward(x), y);
+      loss = nn::functional::cross_entropy(model.forward(input), target);
     }
     scaler.scale(loss).backward();
     scaler.step(sgd);
     scaler.update();
+    return loss;
   };
+  // With `compiled`: captured by the untimed first call, replayed by the timed ones.
+  auto replayed = kiln::compile(eager);
+  auto step = [&] { return compiled ? replayed(x, y) : eager(x, y); };
+  step();
   step();
   const StepCounters counters;
   for (auto _ : state) step();
   counters.report(state);
+  if (compiled) {
+    state.counters["kernels"] = static_cast<double>(replayed.graph().count(compiler::Node::Kind::Kernel));
+    state.counters["replayed"] = replayed.last_call_replayed() ? 1 : 0;
+  }
   bench::report_flops(state, flops);
 }
 
@@ -102,6 +112,29 @@ void BM_CnnStepAutocastBFloat16(benchmark::State& state) {
   train_steps(state, cnn, rand({128, 1, 28, 28}), randint(0, 10, {128}), bench::cnn_step_flops(128), true);
 }
 BENCHMARK(BM_CnnStepAutocastBFloat16)->ArgName("route")->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The same steps captured once and replayed (kiln::compile, compile/compile.h).
+void BM_CnnStepCompiled(benchmark::State& state) {
+  manual_seed(0);
+  examples::Cnn cnn;
+  train_steps(state, cnn, rand({128, 1, 28, 28}), randint(0, 10, {128}), bench::cnn_step_flops(128), false, true);
+}
+BENCHMARK(BM_CnnStepCompiled)->ArgName("route")->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_CnnStepAutocastBFloat16Compiled(benchmark::State& state) {
+  manual_seed(0);
+  examples::Cnn cnn;
+  state.counters["native_bf16"] = backends::onednn_has_bf16() ? 1 : 0;
+  train_steps(state, cnn, rand({128, 1, 28, 28}), randint(0, 10, {128}), bench::cnn_step_flops(128), true, true);
+}
+BENCHMARK(BM_CnnStepAutocastBFloat16Compiled)->ArgName("route")->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_MlpStepCompiled(benchmark::State& state) {
+  manual_seed(0);
+  examples::Mlp mlp;
+  train_steps(state, mlp, rand({128, 784}), randint(0, 10, {128}), bench::mlp_step_flops(128), false, true);
+}
+BENCHMARK(BM_MlpStepCompiled)->ArgName("route")->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_MlpStep(benchmark::State& state) {
   manual_seed(0);

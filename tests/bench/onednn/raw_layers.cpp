@@ -131,6 +131,23 @@ void BM_OneDnnCnnLayers(benchmark::State& state) {
 }
 BENCHMARK(BM_OneDnnCnnLayers)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// The MLP step's matrix products alone (784-512-256-10, batch 128): three forward, two
+// backward-data (the input needs no gradient) and three backward-weight GEMMs, each on
+// oneDNN's own matmul: the floor BM_MlpStepCompiled is measured against.
+void BM_OneDnnMlpGemms(benchmark::State& state) {
+  std::vector<RawGemm> gemms;
+  for (auto [m, k, n] : {std::array<memory::dim, 3>{128, 784, 512}, {128, 512, 256}, {128, 256, 10},
+                         {128, 10, 256}, {128, 256, 512},
+                         {10, 128, 256}, {256, 128, 512}, {512, 128, 784}}) {
+    gemms.emplace_back(m, k, n);
+  }
+  for (auto _ : state) {
+    for (RawGemm& g : gemms) g.run();
+  }
+  kiln::bench::report_flops(state, kiln::bench::mlp_step_flops(128));
+}
+BENCHMARK(BM_OneDnnMlpGemms)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 void BM_OneDnnConv2dForwardBackward(benchmark::State& state) {
   dnnl::stream s(engine());
   RawConvolution conv(128, 32, 64, 14);
