@@ -35,6 +35,17 @@ const Tensor& GradScaler::scale_tensor(Device device) {
   return t;
 }
 
+const Tensor& GradScaler::found_inf_flag(Device device) {
+  auto it = std::find_if(found_inf_flags_.begin(), found_inf_flags_.end(),
+                         [&](const auto& entry) { return entry.first == device; });
+  if (it == found_inf_flags_.end()) {
+    found_inf_flags_.emplace_back(device, empty({1}, TensorOptions().dtype(kFloat32).device(device)));
+    it = std::prev(found_inf_flags_.end());
+  }
+  it->second.zero_();
+  return it->second;
+}
+
 Tensor GradScaler::scale(const Tensor& outputs) {
   if (!options_.enabled) return outputs;
   // The fill of the scale tensor is a region of its own: a captured step refills it from
@@ -74,7 +85,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   const double inv_scale = 1.0 / scale_;
   bool found_inf = false;
   for (const auto& [device, grads] : grads_by_device) {
-    const Tensor flag = zeros({1}, TensorOptions().dtype(kFloat32).device(device));
+    const Tensor& flag = found_inf_flag(device);
     ops::unscale_and_check_(grads, inv_scale, flag);
     found_inf = found_inf || flag.item<float>() != 0.0f;
   }

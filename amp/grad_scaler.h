@@ -74,11 +74,14 @@ class GradScaler {
   /// it from memory, so a captured step that replays scale() multiplies by the current scale,
   /// not by the one it was captured with.
   const Tensor& scale_tensor(Device device);
+  /// unscale_'s inf/NaN flag for `device`, zeroed; kept, so a step allocates none.
+  const Tensor& found_inf_flag(Device device);
 
   GradScalerOptions options_;
   double scale_;
   std::int64_t growth_tracker_ = 0;
   std::vector<std::pair<Device, Tensor>> scale_tensors_;  // scale_, on each device it was asked for
+  std::vector<std::pair<Device, Tensor>> found_inf_flags_;
   std::map<const optim::Optimizer*, PerOptimizer> optimizers_;
 };
 

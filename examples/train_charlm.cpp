@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     f.add("--seed", c.seed, "seed for initialisation, batches and sampling")
         ->check(integer(0, std::numeric_limits<std::int64_t>::max()));
     f.add("--threads", threads, "CPU threads (0 = all cores)")->check(integer(0, kMaxNumThreads));
+    f.add_switch("--compile", c.compile, "capture the training step once as a graph and replay it (kiln::compile)");
     f.add_function("--device", [&c](const std::string& v) { c.device = Device(v); }, "cpu, cuda or cuda:N", "cpu")
         ->check(device());
     f.add("--log", c.log, "write step,seconds,train_bpc,val_bpc here (CSV, plot with scripts/plot_log.sh)")

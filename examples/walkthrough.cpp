@@ -57,6 +57,19 @@ void show_memory(const char* when) {
               static_cast<long long>(s.cache_hits), static_cast<long long>(s.cache_misses));
 }
 
+/// `text` with every line indented by three spaces, as the walkthrough's other output.
+std::string indented(const std::string& text) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    out += "   " + text.substr(start, end == std::string::npos ? std::string::npos : end + 1 - start);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int walk_through_one_step() {
@@ -119,12 +132,35 @@ int walk_through_one_step() {
   show_memory("after the step");
   std::printf("\n5. Memory: freed blocks stay cached for the next step (Note [CPU caching allocator]); on a\n"
               "   GPU the caching allocator does the same per stream (Note [Caching allocator]).\n");
+
+  std::printf("\n6. Compiled: the same step captured once as a graph of kernel calls (Note [Capturing a\n"
+              "   step] in compile/capture.h). Before the passes, every kernel the eager step ran, with\n"
+              "   the regions that replay as they are (optimizer.step) and the gradients bound to leaves:\n");
+  auto step_function = [&](const Tensor& input, const Tensor& labels) {
+    opt.zero_grad();
+    const Tensor l = cross_entropy(fc2.forward(fc1.forward(input).relu()), labels);
+    l.backward();
+    opt.step();
+    return l;
+  };
+  auto raw = compile(step_function, {.passes = "none"});
+  raw(x, target);
+  std::printf("%s", indented(raw.graph().print()).c_str());
+  auto planned = compile(step_function);
+  planned(x, target);
+  std::printf("   After the passes (compile/passes.h): the temporaries share one arena, so a replay allocates\n"
+              "   nothing; a second call replays the graph: %s\n",
+              planned.graph().print().substr(planned.graph().print().rfind("  # arena")).c_str() + 4);
+  planned(x, target);
+  std::printf("   replayed: %s, loss %.4f\n", planned.last_call_replayed() ? "yes" : "no",
+              planned(x, target).item<double>());
   return 0;
 }
 
 int main(int argc, char** argv) {
   return kiln::examples::run_program("walkthrough", [&] {
-    kiln::examples::Flags("walkthrough", "one training step printed stage by stage, and its backward graph").parse(argc, argv);
+    kiln::examples::Flags("walkthrough", "one training step printed stage by stage, its backward graph and its "
+                          "compiled graph").parse(argc, argv);
     return walk_through_one_step();
   });
 }

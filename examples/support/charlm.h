@@ -290,6 +290,7 @@ struct CharLmConfig {
   std::string log;         // CSV: step,seconds,train_bpc,val_bpc
   std::string checkpoint;  // safetensors, with the vocabulary and shape as metadata
   bool quiet = false;
+  bool compile = false;    // capture the training step once and replay it (kiln::compile)
 };
 
 struct CharLmResult {
@@ -450,7 +451,9 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
     train_count = 0;
   };
   std::int64_t step = 0;
-  Progress progress("train", static_cast<std::size_t>(c.eval_every));
+  auto compiled_step = kiln::compile(
+      [&](const Tensor& x, const Tensor& y) { return train_step(*model, optimizer, x, y, c.clip); });
+  Progress progress(c.compile ? "train (compiled)" : "train", static_cast<std::size_t>(c.eval_every));
   while ((c.max_steps == 0 || step < c.max_steps) && (c.seconds <= 0 || elapsed() < c.seconds)) {
     // Warm-up, then a cosine from the peak to a tenth of it over the budget (time or steps).
     const double done = c.max_steps > 0 ? static_cast<double>(step) / static_cast<double>(c.max_steps)
@@ -461,7 +464,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
     std::vector<std::size_t> starts(static_cast<std::size_t>(c.batch_size));
     for (std::size_t& s : starts) s = start_of(rng);
     const auto [x, y] = windows(corpus.train, starts, c.shape.context, c.device);
-    const Tensor loss = train_step(*model, optimizer, x, y, c.clip);
+    const Tensor loss = c.compile ? compiled_step(x, y) : train_step(*model, optimizer, x, y, c.clip);
     ++step;
     const double nats = loss.item<double>(), bpc = nats * kBitsPerNat;
     train_sum += bpc;
@@ -477,6 +480,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
     }
   }
   validate(step, c.final_eval_windows);
+  if (c.compile && !c.quiet) report_compiled(compiled_step);
   result.steps = step;
   result.seconds = elapsed();
   result.final_val_bpc = result.val_bpc.back().second;

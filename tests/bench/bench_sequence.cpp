@@ -145,4 +145,27 @@ void BM_CharLmTransformerStep(benchmark::State& state) {
 }
 BENCHMARK(BM_CharLmTransformerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// The same step captured once and replayed (train_charlm --compile).
+void BM_CharLmTransformerStepCompiled(benchmark::State& state) {
+  manual_seed(0);
+  examples::CharLmConfig c;
+  c.shape.vocab = 114;
+  const auto model = examples::make_char_model(c.shape);
+  optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  const Tensor x = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
+  const Tensor y = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
+  auto step = kiln::compile(
+      [&](const Tensor& input, const Tensor& target) { return examples::train_step(*model, optimizer, input, target, c.clip); });
+  step(x, y);
+  step(x, y);
+  const std::int64_t allocations = cpu_allocator_stats().allocations;
+  for (auto _ : state) step(x, y);
+  state.counters["allocations/step"] = benchmark::Counter(
+      static_cast<double>(cpu_allocator_stats().allocations - allocations) / static_cast<double>(state.iterations()));
+  state.counters["replayed"] = step.last_call_replayed() ? 1 : 0;
+  state.counters["kernels"] = static_cast<double>(step.graph().count(compiler::Node::Kind::Kernel));
+  bench::report_flops(state, charlm_step_flops(c.shape, static_cast<double>(c.batch_size)));
+}
+BENCHMARK(BM_CharLmTransformerStepCompiled)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 }  // namespace
