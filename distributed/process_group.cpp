@@ -110,9 +110,21 @@ void check_avg(const Tensor& t, ReduceOp op, const char* collective) {
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
-  capture::not_replayable("a collective (all_reduce)");
   check_defined(tensor, "all_reduce");
   check_avg(tensor, op, "all_reduce");
+  if (capture::observer() == nullptr) return do_all_reduce(tensor, op);
+  // A captured step (DDP's buckets inside backward, Note [Capturing a step]) replays the
+  // transfer as a region: the sum, waited for on the spot. AVG's division is a kernel that
+  // wait() runs afterwards, and the capture records it there. A tensor MPI cannot use in place
+  // would be copied back by wait() from a staging buffer of this call: not replayable.
+  if (!tensor.is_cpu() || !tensor.is_contiguous()) {
+    capture::not_replayable("a collective (all_reduce) on a tensor that needs staging");
+    return do_all_reduce(tensor, op);
+  }
+  capture::Region region(
+      "all_reduce",
+      [this, tensor, op]() mutable { do_all_reduce(tensor, op == ReduceOp::AVG ? ReduceOp::SUM : op)->wait(); },
+      {&tensor});
   return do_all_reduce(tensor, op);
 }
 

@@ -96,6 +96,19 @@ int train_ddp(DdpFlags& flags) {
                 get_num_threads(), static_cast<long long>(model->num_parameters()), c.optimizer.c_str(), c.lr,
                 static_cast<long long>(c.epochs), c.device.str().c_str());
   }
+  // One step; with --compile it is captured once and replayed, the buckets' all-reduces
+  // included (each one a region that sums and waits, Note [Capturing a step]).
+  double backward = 0.0;
+  auto step = [&](const Tensor& images, const Tensor& y) {
+    opt->zero_grad();
+    const Tensor loss = cross_entropy(ddp.forward(input(images)), y);
+    const auto started = std::chrono::steady_clock::now();
+    loss.backward();  // returns with the gradients averaged over the ranks
+    backward += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    opt->step();
+    return loss;
+  };
+  auto compiled_step = kiln::compile(step);
   std::int64_t parameter_bytes = 0;
   for (const Tensor& p : ddp.synchronised_parameters()) {
     parameter_bytes += p.numel() * static_cast<std::int64_t>(itemsize(p.dtype()));
@@ -103,20 +116,19 @@ int train_ddp(DdpFlags& flags) {
   double accuracy = 0.0;
   for (std::int64_t epoch = 1; epoch <= c.epochs; ++epoch) {
     Progress progress("epoch " + std::to_string(epoch), loader.size());
-    double loss_sum = 0.0, backward = 0.0, communication = 0.0, exposed = 0.0;
-    std::int64_t steps = 0, bytes = 0;
+    double loss_sum = 0.0, communication = 0.0, exposed = 0.0;
+    backward = 0.0;
+    std::int64_t steps = 0, bytes = 0, measured_steps = 0;
     for (const data::Example& b : loader) {
-      const Tensor x = input(b.data.to(c.device, true)), y = b.target.to(c.device, true);
-      opt->zero_grad();
-      const Tensor loss = cross_entropy(ddp.forward(x), y);
-      const auto started = std::chrono::steady_clock::now();
-      loss.backward();  // returns with the gradients averaged over the ranks
-      backward += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      opt->step();
-      const nn::DdpStepStats s = ddp.last_step_stats();
-      communication += s.communication_seconds;
-      exposed += s.exposed_seconds;
-      bytes += s.bytes_reduced;
+      const Tensor images = b.data.to(c.device, true), y = b.target.to(c.device, true);
+      const Tensor loss = c.compile ? compiled_step(images, y) : step(images, y);
+      if (!compiled_step.last_call_replayed()) {  // a replay runs no hooks: DDP's figures are the eager steps'
+        const nn::DdpStepStats s = ddp.last_step_stats();
+        communication += s.communication_seconds;
+        exposed += s.exposed_seconds;
+        bytes += s.bytes_reduced;
+        ++measured_steps;
+      }
       loss_sum += loss.item<double>();
       ++steps;
       if (rank == 0) {
@@ -134,16 +146,17 @@ int train_ddp(DdpFlags& flags) {
       progress.finish();
       double test_loss = 0.0;
       std::tie(accuracy, test_loss) = evaluate(*model, test_loader, c.device, input);
-      const double per_step = 1000.0 / static_cast<double>(std::max<std::int64_t>(steps, 1));
+      const double per_step = 1000.0 / static_cast<double>(std::max<std::int64_t>(measured_steps, 1));
       std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.2fs (%.0f samples/s over %d ranks)\n",
                   static_cast<long long>(epoch), mean_loss.item<double>(), 100 * accuracy, seconds,
                   static_cast<double>(steps * batch * world) / seconds, world);
-      std::printf("  per step: backward %.2f ms (all-reduce waits included), all-reduce %.2f ms of which %.0f%% "
-                  "hidden behind backward; %lld bytes reduced (parameters: %lld bytes)\n",
-                  backward * per_step, communication * per_step,
-                  communication > 0 ? 100.0 * std::clamp(1.0 - exposed / communication, 0.0, 1.0) : 0.0,
-                  static_cast<long long>(bytes / std::max<std::int64_t>(steps, 1)),
-                  static_cast<long long>(parameter_bytes));
+      if (measured_steps > 0) {
+        std::printf("  per %sstep: backward %.2f ms (all-reduce waits included), all-reduce %.2f ms of which %.0f%% "
+                    "hidden behind backward; %lld bytes reduced (parameters: %lld bytes)\n",
+                    c.compile ? "eager " : "", backward * per_step, communication * per_step,
+                    communication > 0 ? 100.0 * std::clamp(1.0 - exposed / communication, 0.0, 1.0) : 0.0,
+                    static_cast<long long>(bytes / measured_steps), static_cast<long long>(parameter_bytes));
+      }
       std::fflush(stdout);
       if (log.is_open()) {
         log << epoch << "," << mean_loss.item<double>() << "," << test_loss << "," << accuracy << "," << seconds << ","
@@ -152,6 +165,7 @@ int train_ddp(DdpFlags& flags) {
     }
     distributed::barrier();  // the others wait while rank 0 evaluates
   }
+  if (rank == 0 && c.compile) report_compiled(compiled_step);
   if (rank == 0) {
     if (!c.checkpoint.empty()) {
       save(c.checkpoint, model->state_dict(), {{"format", "pt"}, {"model", model->type_name()}});

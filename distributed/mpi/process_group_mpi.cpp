@@ -375,7 +375,7 @@ class MpiProcessGroup final : public ProcessGroup {
     return [target, staged, op, world]() mutable {
       NoGradGuard no_grad;
       if (op == ReduceOp::AVG) staged.div_(world);
-      if (staged.raw_data_ptr() != target.raw_data_ptr()) target.copy_(staged);
+      if (staged.impl()->data() != target.impl()->data()) target.copy_(staged);  // addresses, not data
     };
   }
 

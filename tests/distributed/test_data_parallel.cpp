@@ -122,6 +122,41 @@ TEST(DistributedDataParallel, WithBatchNormBuffersToo) {
   expect_ddp_matches_one_process(true, kFloat32);
 }
 
+// A compiled DDP step (kiln::compile) replays each bucket's all-reduce as a region that sums and
+// waits, and the average's division as the kernel it is: it trains to the eager step's weights
+// on every rank, step for step (Float64, small buckets so that there are several).
+TEST(DistributedDataParallel, ACompiledStepReducesAsTheEagerStepDoes) {
+  ensure_process_group();
+  const int rank = get_rank(), world = get_world_size();
+  const std::int64_t share = 64 / world;
+  auto eager_model = seeded_model(false, kFloat64), compiled_model = seeded_model(false, kFloat64);
+  DistributedDataParallel eager(eager_model, {.bucket_cap_mb = 0.002, .first_bucket_cap_mb = 0.001});
+  DistributedDataParallel compiled(compiled_model, {.bucket_cap_mb = 0.002, .first_bucket_cap_mb = 0.001});
+  optim::SGD eager_opt(eager.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  optim::SGD compiled_opt(compiled.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  auto step = [](DistributedDataParallel& ddp, optim::SGD& opt, const Tensor& x, const Tensor& y) {
+    opt.zero_grad();
+    Tensor loss = cross_entropy(ddp.forward(x), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  auto replayed = kiln::compile([&](const Tensor& x, const Tensor& y) { return step(compiled, compiled_opt, x, y); });
+  ASSERT_GT(compiled.bucket_indices().size(), 2u);
+  for (int i = 0; i < 5; ++i) {
+    const auto [x, y] = batch_of_64(i, kFloat64);
+    const Tensor mine = x.narrow(0, rank * share, share), targets = y.narrow(0, rank * share, share);
+    const double expected = step(eager, eager_opt, mine, targets).item<double>();
+    EXPECT_NEAR(replayed(mine, targets).item<double>(), expected, 1e-12) << "step " << i;
+    if (i > 0) EXPECT_TRUE(replayed.last_call_replayed()) << replayed.eager_reason();
+    const TensorList a = eager_model->parameters(), b = compiled_model->parameters();
+    for (std::size_t p = 0; p < a.size(); ++p) {
+      EXPECT_TRUE(kiln::testing::tensors_near(b[p], a[p], 1e-12)) << "step " << i << ", parameter " << p;
+    }
+  }
+  (void)world;
+}
+
 TEST(DistributedDataParallel, BucketsLaunchWhileBackwardStillRuns) {
   ensure_process_group();
   auto model = seeded_model(false, kFloat32);
