@@ -4,7 +4,7 @@
 # set-up: configure (cuDNN and NCCL found in the wheels), build, every test (GPU tests skip), the
 # report with all its sections; the examples on --device cuda fail for want of a GPU, as expected.
 # Run it before every change to the GPU path (cmake/KilnCuda.cmake, KilnNccl.cmake, core/cuda/,
-# scripts/gpu_*.sh): CI cannot (a clean run is a second full CUDA build, over an hour on 2 cores).
+# scripts/gpu_*.sh). Not in CI: a clean run takes 26-29 minutes here; CI already takes 25-37 of 50.
 # Read next: scripts/gpu_check.sh, then Note [Libraries from wheels] in cmake/KilnCuda.cmake.
 #   nice -n 15 bash scripts/gpu_rehearse.sh [--clean] [--head] [--wheel-cublas] [-- COMMAND...]
 set -euo pipefail
@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
 #   GoogleTest/GMock, Google Benchmark, nlohmann-json, zlib's headers and link library, CLI11, the
 #   Fashion-MNIST files, the fortunes), oneDNN and Open MPI vanish for CMake, the compiler and the
 #   loader alike.
-# What it cannot reproduce: the GPU image's Ubuntu (glibc, gcc 13, Python 3.12) and its
+# What it cannot reproduce: the GPU image's own system (its glibc and gcc, Python 3.12) and its
 # /opt/torch/.venv path; the driver (there is none here, so nothing CUDA runs); the wheels of
 # other NVIDIA libraries PyTorch brings (only those the build looks for are installed); its CMake,
 # which is probably pip's 4.x there (configure under pip's CMake 4.4.5 was tried once, by hand:
