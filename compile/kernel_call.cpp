@@ -19,6 +19,7 @@ const char* family_name(KernelFamily f) {
     case KernelFamily::Arange: return "arange";
     case KernelFamily::ArgReduce: return "arg_reduce";
     case KernelFamily::Bmm: return "bmm";
+    case KernelFamily::BmmBias: return "bmm_bias";
     case KernelFamily::Cat: return "cat";
     case KernelFamily::IndexSelect: return "index_select";
     case KernelFamily::IndexAdd: return "index_add";

@@ -13,6 +13,7 @@ const std::vector<Pass>& all_passes() {
       {"fuse_conv_relu", &fuse_conv_relu, "conv2d.forward + relu as one kernel (oneDNN's post-op)"},
       {"fuse_pool_relu_backward", &fuse_pool_relu_backward,
        "max_pool2d_backward + threshold_backward as one kernel, masked on the pooled values"},
+      {"fuse_linear", &fuse_linear, "bmm + bias add [+ relu] as one kernel (oneDNN's bias and post-op)"},
       {"plan_memory", &plan_memory, "every temporary in one arena: a replay allocates nothing"},
   };
   return passes;

@@ -18,6 +18,8 @@ namespace kiln::compiler {
 void fuse_conv_relu(Graph& g);
 /// max_pool2d_backward + relu's backward as one kernel (Note [Relu's backward through a max pool]).
 void fuse_pool_relu_backward(Graph& g);
+/// bmm + bias add [+ relu] (nn::Linear's forward) as one kernel (Note [Linear in one kernel]).
+void fuse_linear(Graph& g);
 /// Places every temporary in one arena: a replay allocates nothing (Note [One arena per step]).
 void plan_memory(Graph& g);
 

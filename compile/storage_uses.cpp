@@ -52,6 +52,13 @@ bool covers_storage(const Tensor& t) {
          static_cast<std::size_t>(t.numel()) * t.element_size() == t.impl()->storage()->nbytes();
 }
 
+Tensor with_geometry(const Tensor& over, const Tensor& like) {
+  const TensorImpl& l = *like.impl();
+  return Tensor(std::make_shared<TensorImpl>(over.impl()->storage(), Shape(l.sizes().begin(), l.sizes().end()),
+                                             Shape(l.strides().begin(), l.strides().end()), l.storage_offset(),
+                                             l.dtype(), AutogradTerms{}, Provenance{TensorOrigin::View, "compile", {}}));
+}
+
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last) {
   for (const std::vector<std::size_t>* list : {&uses.reads, &uses.writes}) {
     for (std::size_t n : *list) {

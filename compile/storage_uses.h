@@ -26,6 +26,9 @@ inline const Storage* storage_of(const Tensor& t) { return t.defined() ? t.impl(
 /// Whether `t` covers the whole of its storage, contiguously from its start.
 bool covers_storage(const Tensor& t);
 
+/// A tensor over `over`'s storage with `like`'s sizes, strides, offset and dtype.
+Tensor with_geometry(const Tensor& over, const Tensor& like);
+
 /// Whether any node strictly between `first` and `last` reads or writes storage `s`.
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last);
 

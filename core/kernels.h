@@ -38,6 +38,10 @@ using ArgReduceKernel = void (*)(const Tensor& values, const Tensor& indices, co
 // out[b] = a[b] @ c[b] for 3-d a [B, M, K], c [B, K, N]; out contiguous [B, M, N].
 // Batch strides may be 0 (a broadcast operand).
 using BmmKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& c);
+// out = a @ c + bias, then relu when `relu` (linear's forward in one kernel: oneDNN's bias and
+// eltwise post-op); bias [N] broadcasts over out's rows. A fused kernel for compiled steps
+// (compile/passes/); optional.
+using BmmBiasKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& c, const Tensor& bias, bool relu);
 // out is contiguous; inputs share out's dtype and all dims but `dim`.
 using CatKernel = void (*)(const Tensor& out, const TensorList& inputs, std::int64_t dim);
 // out.select(dim, i) = in.select(dim, index[i]); index Int64 1-d, validated.
@@ -181,6 +185,7 @@ struct BackendKernels {
   ArangeKernel arange = nullptr;
   ArgReduceKernel arg_reduce = nullptr;
   BmmKernel bmm = nullptr;
+  BmmBiasKernel bmm_bias = nullptr;
   CatKernel cat = nullptr;
   IndexSelectKernel index_select = nullptr;
   IndexAddKernel index_add = nullptr;

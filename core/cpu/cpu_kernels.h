@@ -20,6 +20,7 @@ void arange_kernel(const Tensor& out, const Scalar& start, const Scalar& step);
 void arg_reduce_kernel(const Tensor& values, const Tensor& indices, const Tensor& in,
                        std::int64_t dim, bool is_max);
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void bmm_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu);
 void cat_kernel(const Tensor& out, const TensorList& inputs, std::int64_t dim);
 void index_select_kernel(const Tensor& out, const Tensor& in, std::int64_t dim,
                          const Tensor& index);

@@ -9,6 +9,7 @@
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
 #include "core/dispatch.h"
+#include "core/kernels.h"
 #include "core/ops/allocate.h"
 
 namespace kiln::cpu {
@@ -149,6 +150,15 @@ void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
       }
     }
   });
+}
+
+// The product, then the bias and relu as separate passes: the reference for oneDNN's fused
+// route (core/onednn/matmul.cpp).
+void bmm_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
+  const BackendKernels& cpu = registered_kernels(DeviceType::CPU);
+  cpu.bmm(out, a, b);
+  cpu.binary[static_cast<std::size_t>(BinaryOp::Add)](out, out, bias);
+  if (relu) cpu.unary[static_cast<std::size_t>(UnaryOp::Relu)](out, out);
 }
 
 }  // namespace kiln::cpu

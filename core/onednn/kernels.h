@@ -9,6 +9,7 @@
 namespace kiln::onednn {
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
+void bmm_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu);
 void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_forward_relu_kernel(const Tensor& out, const Tensor& input, const Tensor& weight,

@@ -32,43 +32,73 @@ Operand operand(const Tensor& t) {
   return o;
 }
 
-Prepared build(const Operand& a, const Operand& b, const Tensor& out) {
+/// The matmul primitive; with `bias` ([N], broadcast over rows and batches) added, and relu
+/// applied, as each output block is written (a compiled step's fused linear).
+Prepared build(const Operand& a, const Operand& b, const Tensor& out, bool with_bias, bool relu) {
   const dnnl::memory::desc src = plain_desc(a.sizes, a.strides, out.dtype());
   const dnnl::memory::desc weights = plain_desc(b.sizes, b.strides, out.dtype());
   const dnnl::memory::desc dst = plain_desc(out);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attributes(), engine());
-  return Prepared(dnnl::matmul(pd), pd,
-                  {{DNNL_ARG_SRC, src, pd.src_desc()},
-                   {DNNL_ARG_WEIGHTS, weights, pd.weights_desc()},
-                   {DNNL_ARG_DST, dst, pd.dst_desc(), /*is_output=*/true}});
+  const dnnl::memory::desc bias = with_bias ? plain_desc(Shape{1, 1, out.sizes()[2]}, Shape{out.sizes()[2], out.sizes()[2], 1},
+                                                         out.dtype())
+                                            : dnnl::memory::desc();
+  dnnl::primitive_attr attr = attributes();
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, bias, dst), attr, engine());
+  std::vector<Argument> arguments{{DNNL_ARG_SRC, src, pd.src_desc()}, {DNNL_ARG_WEIGHTS, weights, pd.weights_desc()}};
+  if (with_bias) arguments.push_back({DNNL_ARG_BIAS, bias, pd.bias_desc()});
+  arguments.push_back({DNNL_ARG_DST, dst, pd.dst_desc(), /*is_output=*/true});
+  return Prepared(dnnl::matmul(pd), pd, std::move(arguments));
 }
 
-bool run_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+bool run_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias = {}, bool relu = false) {
   const Operand oa = operand(a), ob = operand(b);
-  Key key = make_key({/*op=*/1, static_cast<std::int64_t>(out.dtype()), out.sizes()[0], out.sizes()[1],
+  const std::int64_t op = bias.defined() ? (relu ? 3 : 2) : 1;
+  Key key = make_key({op, static_cast<std::int64_t>(out.dtype()), out.sizes()[0], out.sizes()[1],
                       out.sizes()[2], a.sizes()[2]});
   std::size_t used = extend_key(key, 6, oa.strides);
   used = extend_key(key, used, ob.strides);
   extend_key(key, used, {oa.sizes[0], ob.sizes[0]});
-  const auto prepared = cached(key, [&] { return build(oa, ob, out); });
+  const auto prepared = cached(key, [&] { return build(oa, ob, out, bias.defined(), relu); });
   if (!prepared) return false;
-  prepared->run({{DNNL_ARG_SRC, address_of(a)}, {DNNL_ARG_WEIGHTS, address_of(b)},
-                 {DNNL_ARG_DST, address_of(out)}});
+  if (bias.defined()) {
+    prepared->run({{DNNL_ARG_SRC, address_of(a)}, {DNNL_ARG_WEIGHTS, address_of(b)},
+                   {DNNL_ARG_BIAS, address_of(bias)}, {DNNL_ARG_DST, address_of(out)}});
+  } else {
+    prepared->run({{DNNL_ARG_SRC, address_of(a)}, {DNNL_ARG_WEIGHTS, address_of(b)},
+                   {DNNL_ARG_DST, address_of(out)}});
+  }
   return true;
+}
+
+/// Whether the oneDNN route takes this product (else Eigen's GEMM does).
+bool takes(const Tensor& out, const Tensor& a, const Tensor& b) {
+  // In double: the count only picks a route, and out.numel() * k can pass int64.
+  const double macs = static_cast<double>(out.numel()) * static_cast<double>(a.sizes()[2]);
+  return backends::op_kernels_enabled(DeviceType::CPU, backends::OpFamily::MatrixProduct) && serves(out.dtype()) &&
+         a.dtype() == out.dtype() && b.dtype() == out.dtype() && macs >= kMinMultiplyAdds;
 }
 
 }  // namespace
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
-  // In double: the count only picks a route, and out.numel() * k can pass int64.
-  const double macs = static_cast<double>(out.numel()) * static_cast<double>(a.sizes()[2]);
-  if (backends::op_kernels_enabled(DeviceType::CPU, backends::OpFamily::MatrixProduct) && serves(out.dtype()) && a.dtype() == out.dtype() &&
-      b.dtype() == out.dtype() && macs >= kMinMultiplyAdds) {
+  if (takes(out, a, b)) {
     // Note [oneDNN's 32-bit sizes]: larger products go to Eigen before oneDNN sees them.
     if (fits_int32(out) && fits_int32(a) && fits_int32(b) && run_matmul(out, a, b)) return;
     count_fallback();
   }
   cpu::bmm_kernel(out, a, b);
+}
+
+void bmm_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
+  if (takes(out, a, b) && bias.dtype() == out.dtype() && bias.is_contiguous()) {
+    if (fits_int32(out) && fits_int32(a) && fits_int32(b) && run_matmul(out, a, b, bias, relu)) return;
+    count_fallback();
+  }
+  cpu::bmm_bias_kernel(out, a, b, bias, relu);
 }
 
 }  // namespace kiln::onednn

@@ -1,0 +1,92 @@
+// compile/passes/fuse_linear.cpp — linear's forward (a matrix product, the bias added, and
+// often relu) becomes one kernel. See Note [Linear in one kernel].
+#include "compile/passes.h"
+#include "compile/storage_uses.h"
+
+namespace kiln::compiler {
+
+// Note [Linear in one kernel]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// nn::Linear runs `O = bmm(x, wᵀ); Y = O + bias`, and an MLP then `Z = relu(Y)`: three kernels
+// and two extra passes over the activations. oneDNN's matmul adds a bias and applies relu as
+// it writes each output block (BmmBiasKernel), so the pass makes one call of
+// `O = bmm(x, wᵀ)` + `Y = add(O, bias)` [+ `Z = relu(Y)`] when:
+//  - O is written by the product alone and read by the add alone, and the add reads the whole
+//    of O (a [B, N] view of the product's [1, B, N]) and a contiguous bias [N];
+//  - for relu too: Y is read by relu alone (relu's backward reads Z), and Y is not pinned;
+//  - nothing in between touches the storage that now receives the result early.
+// Exactness: the product's sums are unchanged, and the bias is added to each rounded sum in
+// the same precision, once, as the separate add did; relu is the same function of the result.
+
+namespace {
+
+using BmmCall = TypedCall<const Tensor&, const Tensor&, const Tensor&>;
+using FusedCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool>;
+
+/// The single reader of storage `s`, when it has exactly one and is written exactly once.
+std::optional<std::size_t> only_reader(std::map<const Storage*, StorageUses>& uses, const Storage* s) {
+  const StorageUses& u = uses[s];
+  if (u.pinned || u.writes.size() != 1 || u.reads.size() != 1) return std::nullopt;
+  return u.reads.front();
+}
+
+}  // namespace
+
+void fuse_linear(Graph& g) {
+  const BmmBiasKernel fused = registered_kernels(DeviceType::CPU).bmm_bias;
+  if (fused == nullptr) return;
+  std::map<const Storage*, StorageUses> uses = storage_uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    Node& product = g.nodes[n];
+    if (removed[n] || product.kind != Node::Kind::Kernel || product.call->id().family != KernelFamily::Bmm) continue;
+    auto* call = dynamic_cast<BmmCall*>(product.call.get());
+    if (call == nullptr) continue;
+    const std::vector<Tensor*> args = call->tensors();  // (O, x, wᵀ)
+    const Tensor out = *args[0];
+    if (!covers_storage(out) || out.dim() != 3) continue;
+    const std::optional<std::size_t> m = only_reader(uses, storage_of(out));
+    if (!m || *m <= n || removed[*m]) continue;
+    Node& add = g.nodes[*m];
+    if (add.kind != Node::Kind::Kernel || !add.call->id().is(BinaryOp::Add)) continue;
+    const std::vector<Tensor*> add_args = add.call->tensors();  // (Y, O, bias)
+    const Tensor bias = *add_args[2];
+    if (storage_of(*add_args[1]) != storage_of(out) || !covers_storage(*add_args[1]) || bias.dim() != 1 ||
+        bias.sizes()[0] != out.sizes()[2] || !bias.is_contiguous() || bias.dtype() != out.dtype()) {
+      continue;
+    }
+    Tensor result = *add_args[0];
+    std::size_t last = *m;
+    if (!covers_storage(result) || result.numel() != out.numel() || result.dtype() != out.dtype()) continue;
+    // relu after the add, when the add's result has no other reader.
+    bool relu = false;
+    if (const std::optional<std::size_t> r = only_reader(uses, storage_of(result)); r && *r > *m && !removed[*r]) {
+      Node& next = g.nodes[*r];
+      const std::vector<Tensor*> relu_args = next.kind == Node::Kind::Kernel ? next.call->tensors()
+                                                                             : std::vector<Tensor*>{};
+      if (next.kind == Node::Kind::Kernel && next.call->id().is(UnaryOp::Relu) && covers_storage(*relu_args[0]) &&
+          covers_storage(*relu_args[1]) && storage_of(*relu_args[1]) == storage_of(result) &&
+          relu_args[0]->numel() == out.numel() &&
+          (storage_of(*relu_args[0]) == storage_of(result) ||
+           !touched_between(uses[storage_of(*relu_args[0])], n, *r))) {
+        relu = true;
+        result = *relu_args[0];
+        last = *r;
+      }
+    }
+    if (storage_of(result) != storage_of(out) && touched_between(uses[storage_of(result)], n, last)) continue;
+    const std::vector<Tensor*> product_args = call->tensors();
+    product.call = std::make_unique<FusedCall>(KernelId{KernelFamily::BmmBias, -1}, fused, with_geometry(result, out),
+                                               *product_args[1], *product_args[2], bias, relu);
+    product.made_by = "fuse_linear";
+    removed[*m] = true;
+    if (relu) removed[last] = true;
+  }
+  std::vector<Node> kept;
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
+  }
+  g.nodes = std::move(kept);
+}
+
+}  // namespace kiln::compiler
