@@ -110,8 +110,8 @@ std::string CheckpointDir::save(std::int64_t step, const TrainingState& state) {
   std::vector<std::string> others;
   if (!continues_run_) {
     others = list();
-    KILN_CHECK_VALUE(others.empty() || options_.overwrite, "CheckpointDir: '", path_, "' holds another run's checkpoints (",
-                     others.size(), ", the newest ", file_name_of(others.back()),
+    KILN_CHECK_VALUE(others.empty() || options_.overwrite, "CheckpointDir: '", path_,
+                     "' holds another run's checkpoints (", others.size(), ", the newest ", file_name_of(others.back()),
                      "): call resume() to continue that run, or set CheckpointDirOptions::overwrite to replace it");
   }
   const nn::StateDict dict = collect(state);

@@ -56,7 +56,8 @@ Tensor with_geometry(const Tensor& over, const Tensor& like) {
   const TensorImpl& l = *like.impl();
   return Tensor(std::make_shared<TensorImpl>(over.impl()->storage(), Shape(l.sizes().begin(), l.sizes().end()),
                                              Shape(l.strides().begin(), l.strides().end()), l.storage_offset(),
-                                             l.dtype(), AutogradTerms{}, Provenance{TensorOrigin::View, "compile", {}}));
+                                             l.dtype(), AutogradTerms{},
+                                             Provenance{TensorOrigin::View, "compile", {}}));
 }
 
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last) {

@@ -41,7 +41,8 @@ int show_backward_graph() {
 
 int main(int argc, char** argv) {
   return kiln::examples::run_program("backward_graph", [&] {
-    kiln::examples::Flags("backward_graph", "a backward graph, printed and exported for Graphviz").parse(argc, argv);
+    kiln::examples::Flags("backward_graph", "a backward graph, printed and exported for Graphviz")
+        .parse(argc, argv);
     return show_backward_graph();
   });
 }

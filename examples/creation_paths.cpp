@@ -101,7 +101,8 @@ int show_creation_paths() {
 
 int main(int argc, char** argv) {
   return kiln::examples::run_program("creation_paths", [&] {
-    kiln::examples::Flags("creation_paths", "what copies and what shares memory, for each way to create a tensor").parse(argc, argv);
+    kiln::examples::Flags("creation_paths", "what copies and what shares memory, for each way to create a tensor")
+        .parse(argc, argv);
     return show_creation_paths();
   });
 }

@@ -179,10 +179,10 @@ void plan_memory(Graph& g) {
     auto [r, fresh] = rebound.emplace(t->impl(), Tensor());
     if (fresh) {
       const TensorImpl& old = *t->impl();
-      r->second = Tensor(std::make_shared<TensorImpl>(it->second.replacement, Shape(old.sizes().begin(), old.sizes().end()),
-                                                      Shape(old.strides().begin(), old.strides().end()),
-                                                      old.storage_offset(), old.dtype(), AutogradTerms{},
-                                                      Provenance{TensorOrigin::OpOutput, "compile arena", {}}));
+      r->second = Tensor(std::make_shared<TensorImpl>(
+          it->second.replacement, Shape(old.sizes().begin(), old.sizes().end()),
+          Shape(old.strides().begin(), old.strides().end()), old.storage_offset(), old.dtype(), AutogradTerms{},
+          Provenance{TensorOrigin::OpOutput, "compile arena", {}}));
     }
     *t = r->second;
   }

@@ -38,9 +38,9 @@ Prepared build(const Operand& a, const Operand& b, const Tensor& out, bool with_
   const dnnl::memory::desc src = plain_desc(a.sizes, a.strides, out.dtype());
   const dnnl::memory::desc weights = plain_desc(b.sizes, b.strides, out.dtype());
   const dnnl::memory::desc dst = plain_desc(out);
-  const dnnl::memory::desc bias = with_bias ? plain_desc(Shape{1, 1, out.sizes()[2]}, Shape{out.sizes()[2], out.sizes()[2], 1},
-                                                         out.dtype())
-                                            : dnnl::memory::desc();
+  const std::int64_t n = out.sizes()[2];
+  const dnnl::memory::desc bias =
+      with_bias ? plain_desc(Shape{1, 1, n}, Shape{n, n, 1}, out.dtype()) : dnnl::memory::desc();
   dnnl::primitive_attr attr = attributes();
   if (relu) {
     dnnl::post_ops ops;

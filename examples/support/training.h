@@ -381,9 +381,10 @@ void report_compiled(const Step& step) {
               static_cast<long long>(s.replays), static_cast<long long>(s.eager_calls));
   if (s.replays > 0) {
     const compiler::Graph& g = step.graph();
+    constexpr double kMiB = 1 << 20;
     std::printf("; %zu kernels, %zu regions, arena %.1f MiB for %.1f MiB of temporaries",
                 g.count(compiler::Node::Kind::Kernel), g.count(compiler::Node::Kind::Region),
-                static_cast<double>(g.memory.bytes) / (1 << 20), static_cast<double>(g.memory.temporary_bytes) / (1 << 20));
+                static_cast<double>(g.memory.bytes) / kMiB, static_cast<double>(g.memory.temporary_bytes) / kMiB);
   }
   if (!step.eager_reason().empty()) std::printf(" (eager: %s)", step.eager_reason().c_str());
   std::printf("\n");
