@@ -30,8 +30,10 @@ using CopyKernel = void (*)(const Tensor& dst, const Tensor& src);
 using FillKernel = void (*)(const Tensor& dst, const Scalar& value);
 // out[i] = start + i * step over a contiguous out.
 using ArangeKernel = void (*)(const Tensor& out, const Scalar& start, const Scalar& step);
-// out has in's shape with the reduced dims set to 1 (keepdim), and in's dtype.
-using ReduceKernel = void (*)(const Tensor& out, const Tensor& in, IntArrayRef dims);
+// out has in's shape with the reduced dims set to 1 (keepdim), and in's dtype. A floating sum
+// is divided by `divisor` before its one rounding to out's dtype (mean and var: Note [How
+// Kiln sums] in core/cpu/cascade_sum.h); every other reduction is given divisor 1.
+using ReduceKernel = void (*)(const Tensor& out, const Tensor& in, IntArrayRef dims, double divisor);
 // values/indices have in's shape with dim set to 1; first index of the extreme; NaN wins.
 using ArgReduceKernel = void (*)(const Tensor& values, const Tensor& indices, const Tensor& in,
                                  std::int64_t dim, bool is_max);

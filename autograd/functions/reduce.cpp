@@ -1,5 +1,5 @@
-// autograd/functions/reduce.cpp — differentiable reductions. sum, prod, amax/amin, max/min
-// along a dim and the 2-norm are Functions; mean, var, std and logsumexp are composites of
+// autograd/functions/reduce.cpp — differentiable reductions. sum, mean, prod, amax/amin,
+// max/min along a dim and the 2-norm are Functions; var, std and logsumexp are composites of
 // them and get their gradients for free (softmax and log_softmax are ops of their own:
 // autograd/functions/softmax.cpp).
 // Read next: autograd/functions/linalg.cpp.
@@ -41,6 +41,24 @@ struct SumFn : Function<SumFn> {
   static TensorList backward(Context<SumFn>& ctx, const TensorList& g) {
     const auto& s = ctx.saved;
     return {unsqueeze_reduced(g[0], s.sizes, s.dims, s.keepdim).expand(s.sizes)};
+  }
+};
+
+// mean = Σx / divisor, rounded once (see ops::mean); the divisor is the reduced count, or
+// count - correction when var takes the mean of its centred squares.
+struct MeanFn : Function<MeanFn> {
+  static constexpr const char* name = "MeanBackward1";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
+  struct Saved { Shape sizes, dims; bool keepdim; double divisor; };
+  static Tensor forward(Context<MeanFn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim,
+                        std::optional<DType> dtype, double divisor) {
+    ctx.saved = {x.sizes().vec(), wrap_dims(dims, x.dim()), keepdim, divisor};
+    return ops::mean(x, dims, keepdim, divisor, dtype);
+  }
+  // d(Σx / n)/dx_i = 1/n: the gradient, divided by n, broadcast back over the reduced dims
+  static TensorList backward(Context<MeanFn>& ctx, const TensorList& g) {
+    const auto& s = ctx.saved;
+    return {unsqueeze_reduced(g[0] / s.divisor, s.sizes, s.dims, s.keepdim).expand(s.sizes)};
   }
 };
 
@@ -177,13 +195,10 @@ Tensor Tensor::sum(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) c
 
 Tensor Tensor::mean(std::optional<DType> dtype) const { return mean({}, false, dtype); }
 Tensor Tensor::mean(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) const {
-  return amp::run<amp::CastPolicy::Fp32>([dims, keepdim, dtype](const Tensor& self) {
-    const DType t = dtype.value_or(self.dtype());
-    KILN_CHECK_TYPE(kiln::is_floating_point(t), "mean(): could not infer output dtype. Input dtype must be "
-                    "either a floating point or complex dtype. Got: ", scalar_type_name(t));
-    // mean = sum / N: a composite, so its gradient (1/N everywhere) comes from sum and div.
-    return self.sum(dims, keepdim, t) / static_cast<double>(reduced_numel(self, dims));
-  }, *this);
+  const DType t = dtype.value_or(this->dtype());
+  KILN_CHECK_TYPE(kiln::is_floating_point(t), "mean(): could not infer output dtype. Input dtype must be "
+                  "either a floating point or complex dtype. Got: ", scalar_type_name(t));
+  return MeanFn::apply(*this, dims, keepdim, dtype, static_cast<double>(reduced_numel(*this, dims)));
 }
 
 Tensor Tensor::prod(std::optional<DType> dtype) const { return ProdFn::apply(*this, IntArrayRef{}, false, dtype); }
@@ -216,12 +231,15 @@ Tensor Tensor::any(std::int64_t dim, bool keepdim) const { return (*this != 0).s
 Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim) const {
   KILN_CHECK_TYPE(is_floating_point(), "var(): input dtype should be floating point, but got ",
                   scalar_type_name(dtype()));
-  // var = sum((x - mean)^2) / (N - correction), as a composite (two passes, stable).
+  // var = sum((x - mean)^2) / (N - correction), as a composite (two passes, stable): the
+  // mean of the centred squares with N - correction as its divisor, so the division happens
+  // before the one rounding (a sum rounded to Float32, then divided, rounds twice and errs up
+  // to a whole ulp where PyTorch's double Welford errs half of one).
   const std::int64_t n = reduced_numel(*this, dims);
   const double denom = static_cast<double>(std::max<std::int64_t>(n - (unbiased ? 1 : 0), 0));
   return in_float_math(*this, [&](const Tensor& x) {
     const Tensor centered = x - x.mean(dims, true);
-    return (centered * centered).sum(dims, keepdim) / denom;
+    return MeanFn::apply(centered * centered, dims, keepdim, std::optional<DType>(), denom);
   });
 }
 Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim) const {

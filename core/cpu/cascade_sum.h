@@ -30,7 +30,9 @@ namespace kiln::cpu {
 //     0; when a level has taken kSumBlock sums it is added into the next one and emptied, so
 //     no accumulator ever takes more than kSumBlock additions before it is passed on. The
 //     lanes are added pairwise at the end, and the result is rounded once to the output's
-//     dtype.
+//     dtype. A mean (and var, the mean of centred squares) divides the double by its count
+//     before that rounding: a sum rounded to Float32 and then divided rounds twice, which
+//     errs up to a whole ulp where one rounding errs half of one.
 //
 // Error bound, relative to Σ|x_i|: (kSumBlock - 1)·u_T for the block tier, plus
 // (kSumBlock - 1)·L·u_64 for the L levels, plus one rounding to the output: for Float32 about

@@ -1,7 +1,8 @@
 // core/cpu/reduce.cpp — CPU reductions (sum, prod, amax, amin) over any set of dims, and
 // max/min with indices along one dim.
 // Three layouts, picked per call (see Note [Reduction layouts]); floating sums add in the two
-// tiers of Note [How Kiln sums] in every layout.
+// tiers of Note [How Kiln sums] in every layout, and a mean's division comes before the
+// result's one rounding.
 // Read next: core/cpu/cascade_sum.h, core/cpu/gemm.cpp.
 #include <algorithm>
 #include <limits>
@@ -146,10 +147,18 @@ std::pair<std::int64_t, std::int64_t> piece_range(std::int64_t s, std::int64_t p
   return {std::min(n, s * size), std::min(n, (s + 1) * size)};
 }
 
+/// A floating sum's one rounding: the wide sum divided by the divisor (a mean's count, var's
+/// count - correction, 1 for a sum) while it is still a double, then rounded to T.
+template <class T>
+T round_once(WideSum sum, double divisor) {
+  return static_cast<T>(sum / divisor);
+}
+
 /// Runs piece(i, s) -> WideSum for every output i < outputs and piece s < pieces in parallel,
-/// and writes each output's pieces, added in order, to o[i].
+/// and writes each output's pieces, added in order and divided by `divisor`, to o[i].
 template <class T, class Piece>
-void sum_pieces(T* o, std::int64_t outputs, std::int64_t pieces, std::int64_t work_per_output, const Piece& piece) {
+void sum_pieces(T* o, std::int64_t outputs, std::int64_t pieces, std::int64_t work_per_output, double divisor,
+                const Piece& piece) {
   std::vector<WideSum> partial(static_cast<std::size_t>(outputs * pieces));
   const std::int64_t grain = std::max<std::int64_t>(1, kGrainSize * pieces / std::max<std::int64_t>(work_per_output, 1));
   parallel_for(0, outputs * pieces, grain, [&](std::int64_t b, std::int64_t e) {
@@ -158,7 +167,7 @@ void sum_pieces(T* o, std::int64_t outputs, std::int64_t pieces, std::int64_t wo
   for (std::int64_t i = 0; i < outputs; ++i) {
     WideSum s = 0;
     for (std::int64_t p = 0; p < pieces; ++p) s += partial[static_cast<std::size_t>(i * pieces + p)];
-    o[i] = static_cast<T>(s);
+    o[i] = round_once<T>(s, divisor);
   }
 }
 
@@ -174,16 +183,16 @@ std::pair<std::size_t, std::int64_t> inner_dense_run(const Plan& p) {
   return {dims, length};
 }
 
-/// A floating sum in the layout it finds (Note [How Kiln sums]); false for a layout C whose
-/// dense run is too short to sum in place, which the caller packs first.
+/// A floating sum, divided by `divisor`, in the layout it finds (Note [How Kiln sums]); false
+/// for a layout C whose dense run is too short to sum in place, which the caller packs first.
 template <class T>
-bool sum_floating_in_place(T* o, const T* x, const Plan& plan) {
+bool sum_floating_in_place(T* o, const T* x, const Plan& plan, double divisor) {
   constexpr std::int64_t L = kSumLanes<T>;
   const std::int64_t K = plan.kept_numel, N = plan.red_numel;
   const StridedIndexer kept(plan.kept_sizes, plan.kept_strides);
   if (is_dense(plan.red_sizes, plan.red_strides, 1)) {  // A
     const std::int64_t pieces = pieces_per_output(K, N);
-    sum_pieces(o, K, pieces, N, [&](std::int64_t i, std::int64_t s) {
+    sum_pieces(o, K, pieces, N, divisor, [&](std::int64_t i, std::int64_t s) {
       const auto [b, e] = piece_range(s, pieces, N, L);
       return sum_contiguous(x + kept.offset(i) + b, e - b);
     });
@@ -204,7 +213,7 @@ bool sum_floating_in_place(T* o, const T* x, const Plan& plan) {
     for (std::int64_t k = 0; k < K; ++k) {
       WideSum s = 0;
       for (std::int64_t p = 0; p < pieces; ++p) s += partial[static_cast<std::size_t>(p * K + k)];
-      o[k] = static_cast<T>(s);
+      o[k] = round_once<T>(s, divisor);
     }
     return true;
   }
@@ -215,7 +224,7 @@ bool sum_floating_in_place(T* o, const T* x, const Plan& plan) {
   const StridedIndexer outer({plan.red_sizes.begin(), plan.red_sizes.begin() + static_cast<std::ptrdiff_t>(outer_dims)},
                              {plan.red_strides.begin(), plan.red_strides.begin() + static_cast<std::ptrdiff_t>(outer_dims)});
   const std::int64_t runs = N / run, pieces = pieces_per_output(K, N);
-  sum_pieces(o, K, pieces, N, [&](std::int64_t i, std::int64_t s) {
+  sum_pieces(o, K, pieces, N, divisor, [&](std::int64_t i, std::int64_t s) {
     const auto [m0, m1] = piece_range(s, pieces, runs, 1);
     detail::SumCascade<1> cascade;
     for (std::int64_t m = m0; m < m1; ++m) {
@@ -230,7 +239,7 @@ bool sum_floating_in_place(T* o, const T* x, const Plan& plan) {
 }
 
 template <ReduceOp Op, template <class> class Reducer, class Types>
-void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
+void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims, double divisor) {
   constexpr const char* kNames[] = {"sum_cpu", "prod_cpu", "amax_cpu", "amin_cpu"};
   const char* name = kNames[static_cast<int>(Op)];
   dispatch_dtype<Types>(in.dtype(), name, [&]<typename T>() {
@@ -240,12 +249,16 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
     const Plan plan = make_plan(in, dims);
     const std::int64_t K = plan.kept_numel, N = plan.red_numel;
     if (N == 0 || in.numel() == 0) {
-      for (std::int64_t i = 0; i < K; ++i) o[i] = static_cast<T>(R::init());
+      // An empty mean is 0 / 0: NaN, as in PyTorch.
+      for (std::int64_t i = 0; i < K; ++i) {
+        if constexpr (kFloatingSum) o[i] = round_once<T>(R::init(), divisor);
+        else o[i] = static_cast<T>(R::init());
+      }
       return;
     }
     const T* x = in.data_ptr<T>();
     if constexpr (kFloatingSum) {
-      if (sum_floating_in_place(o, x, plan)) return;
+      if (sum_floating_in_place(o, x, plan, divisor)) return;
     } else if (is_dense(plan.red_sizes, plan.red_strides, 1)) {
       // Layout A: each output's block is contiguous.
       const StridedIndexer kept(plan.kept_sizes, plan.kept_strides);
@@ -282,7 +295,7 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims) {
     const T* px = packed.data_ptr<T>();
     parallel_for(0, K, std::max<std::int64_t>(1, kGrainSize / N), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) {
-        if constexpr (kFloatingSum) o[i] = static_cast<T>(sum_contiguous(px + i * N, N));
+        if constexpr (kFloatingSum) o[i] = round_once<T>(sum_contiguous(px + i * N, N), divisor);
         else o[i] = static_cast<T>(reduce_block<Op, R>(px + i * N, N));
       }
     });

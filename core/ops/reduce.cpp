@@ -27,7 +27,7 @@ const char* reduce_name(ReduceOp op) {
   return names[static_cast<int>(op)];
 }
 
-Tensor reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, DType out_dtype) {
+Tensor reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, DType out_dtype, double divisor = 1) {
   const Shape wrapped = wrap_dims(dims, x.dim());
   if (op == ReduceOp::Amax || op == ReduceOp::Amin) {
     for (auto d : wrapped) {
@@ -42,7 +42,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, DTyp
   const Shape kept = reduced_shape(x.sizes(), wrapped, true);
   Tensor out_kept = make_view(out, kept, contiguous_strides(kept), 0, reduce_name(op));
   require_kernel(kernels_for(x.device().type()).reduce[static_cast<int>(op)], reduce_name(op),
-                 x.device())(out_kept, to_dtype(x, out_dtype), wrapped);
+                 x.device())(out_kept, to_dtype(x, out_dtype), wrapped, divisor);
   return out;
 }
 
@@ -52,6 +52,13 @@ DType integral_to_long(DType t) { return is_floating_point(t) ? t : DType::Int64
 
 Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype) {
   return reduce(ReduceOp::Sum, x, dims, keepdim, dtype.value_or(integral_to_long(x.dtype())));
+}
+
+Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, double divisor, std::optional<DType> dtype) {
+  const DType t = dtype.value_or(x.dtype());
+  KILN_CHECK_TYPE(is_floating_point(t), "mean(): could not infer output dtype. Input dtype must be either a "
+                  "floating point or complex dtype. Got: ", scalar_type_name(t));
+  return reduce(ReduceOp::Sum, x, dims, keepdim, t, divisor);
 }
 
 Tensor prod(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype) {
