@@ -84,6 +84,7 @@ BackendKernels build() {
   wrap<Field<&K::fill, F::Fill>>(t.fill);
   wrap<Field<&K::arange, F::Arange>>(t.arange);
   wrap<Field<&K::arg_reduce, F::ArgReduce>>(t.arg_reduce);
+  wrap<Field<&K::var_mean, F::VarMean>>(t.var_mean);
   wrap<Field<&K::bmm, F::Bmm>>(t.bmm);
   wrap<Field<&K::cat, F::Cat>>(t.cat);
   wrap<Field<&K::index_select, F::IndexSelect>>(t.index_select);
@@ -117,11 +118,11 @@ BackendKernels build() {
 }
 
 // A kernel added to BackendKernels must be recorded above too (and named in KernelFamily):
-// this tripwire counts the table's pointers — the three op arrays, 16 single kernels, 14 in
+// this tripwire counts the table's pointers — the three op arrays, 17 single kernels, 14 in
 // the six groups, 4 after the route flags — and the flags' bytes, padded to a pointer.
 constexpr std::size_t kPointers = static_cast<std::size_t>(UnaryOp::kCount) +
                                   static_cast<std::size_t>(BinaryOp::kCount) +
-                                  static_cast<std::size_t>(ReduceOp::kCount) + 16 + 14 + 4;
+                                  static_cast<std::size_t>(ReduceOp::kCount) + 17 + 14 + 4;
 constexpr std::size_t kFlagBytes = (static_cast<std::size_t>(backends::OpFamily::kCount) + sizeof(void*) - 1) /
                                    sizeof(void*) * sizeof(void*);
 static_assert(sizeof(BackendKernels) == kPointers * sizeof(void*) + kFlagBytes,

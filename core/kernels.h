@@ -34,6 +34,10 @@ using ArangeKernel = void (*)(const Tensor& out, const Scalar& start, const Scal
 // is divided by `divisor` before its one rounding to out's dtype (mean and var: Note [How
 // Kiln sums] in core/cpu/cascade_sum.h); every other reduction is given divisor 1.
 using ReduceKernel = void (*)(const Tensor& out, const Tensor& in, IntArrayRef dims, double divisor);
+// var = Σ (in - mean)² / divisor over dims (divisor = N - correction) and, when `mean` is
+// defined, mean; both keepdim-shaped, in's (floating) dtype, each rounded once.
+using VarMeanKernel = void (*)(const Tensor& var, const Tensor& mean, const Tensor& in, IntArrayRef dims,
+                               double divisor);
 // values/indices have in's shape with dim set to 1; first index of the extreme; NaN wins.
 using ArgReduceKernel = void (*)(const Tensor& values, const Tensor& indices, const Tensor& in,
                                  std::int64_t dim, bool is_max);
@@ -182,6 +186,7 @@ struct BackendKernels {
   FillKernel fill = nullptr;
   ArangeKernel arange = nullptr;
   ArgReduceKernel arg_reduce = nullptr;
+  VarMeanKernel var_mean = nullptr;  // optional: else composed from mean, sub, mul (ops::var_mean)
   BmmKernel bmm = nullptr;
   CatKernel cat = nullptr;
   IndexSelectKernel index_select = nullptr;

@@ -1,5 +1,5 @@
-// core/cpu/reduce.cpp — CPU reductions (sum, prod, amax, amin) over any set of dims, and
-// max/min with indices along one dim.
+// core/cpu/reduce.cpp — CPU reductions (sum, prod, amax, amin) over any set of dims, var
+// with its mean in two passes, and max/min with indices along one dim.
 // Three layouts, picked per call (see Note [Reduction layouts]); floating sums add in the two
 // tiers of Note [How Kiln sums] in every layout, and a mean's division comes before the
 // result's one rounding.
@@ -8,6 +8,8 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cpu/cascade_sum.h"
@@ -154,11 +156,27 @@ T round_once(WideSum sum, double divisor) {
   return static_cast<T>(sum / divisor);
 }
 
+/// What each element of a floating reduction adds (cascade_sum.h's block terms), for the
+/// lanes of output i (layouts A and C: of_output) or for a tile of columns from k0 (layout
+/// B: of_columns). A sum adds the values...
+template <class T>
+struct PlainTerms {
+  Values<T> of_output(std::int64_t) const { return {}; }
+  Values<T> of_columns(std::int64_t) const { return {}; }
+};
+/// ...var's second pass their squared deviations from each output's mean.
+template <class T>
+struct DeviationTerms {
+  const WideSum* means;  // one per output
+  SquaredDeviations<T> of_output(std::int64_t i) const { return {means[i]}; }
+  SquaredDeviationsPerLane<T> of_columns(std::int64_t k0) const { return {means + k0}; }
+};
+
 /// Runs piece(i, s) -> WideSum for every output i < outputs and piece s < pieces in parallel,
-/// and writes each output's pieces, added in order and divided by `divisor`, to o[i].
-template <class T, class Piece>
-void sum_pieces(T* o, std::int64_t outputs, std::int64_t pieces, std::int64_t work_per_output, double divisor,
-                const Piece& piece) {
+/// and hands each output's pieces, added in order, to emit(i, total).
+template <class Piece, class Emit>
+void sum_pieces(std::int64_t outputs, std::int64_t pieces, std::int64_t work_per_output, const Piece& piece,
+                const Emit& emit) {
   std::vector<WideSum> partial(static_cast<std::size_t>(outputs * pieces));
   const std::int64_t grain = std::max<std::int64_t>(1, kGrainSize * pieces / std::max<std::int64_t>(work_per_output, 1));
   parallel_for(0, outputs * pieces, grain, [&](std::int64_t b, std::int64_t e) {
@@ -167,7 +185,7 @@ void sum_pieces(T* o, std::int64_t outputs, std::int64_t pieces, std::int64_t wo
   for (std::int64_t i = 0; i < outputs; ++i) {
     WideSum s = 0;
     for (std::int64_t p = 0; p < pieces; ++p) s += partial[static_cast<std::size_t>(i * pieces + p)];
-    o[i] = round_once<T>(s, divisor);
+    emit(i, s);
   }
 }
 
@@ -183,22 +201,46 @@ std::pair<std::size_t, std::int64_t> inner_dense_run(const Plan& p) {
   return {dims, length};
 }
 
-/// A floating sum, divided by `divisor`, in the layout it finds (Note [How Kiln sums]); false
-/// for a layout C whose dense run is too short to sum in place, which the caller packs first.
+/// True when a floating sum can read the input where it lies: layouts A and B, and a layout C
+/// whose dense run fills at least a row of lanes. The rest is packed first.
 template <class T>
-bool sum_floating_in_place(T* o, const T* x, const Plan& plan, double divisor) {
-  constexpr std::int64_t L = kSumLanes<T>;
+bool sums_in_place(const Plan& plan) {
+  return is_dense(plan.red_sizes, plan.red_strides, 1) || plan.reduced_first ||
+         inner_dense_run(plan).second >= kSumLanes<T>;
+}
+
+/// The input with its reduced dims moved to the back and copied contiguous once (layout C's
+/// fallback), with the plan of the same reduction over it: layout A.
+std::pair<Tensor, Plan> pack_reduced_last(const Tensor& in, const Plan& plan, const char* name) {
+  std::vector<std::int64_t> sizes = plan.kept_sizes, strides = plan.kept_strides;
+  sizes.insert(sizes.end(), plan.red_sizes.begin(), plan.red_sizes.end());
+  strides.insert(strides.end(), plan.red_strides.begin(), plan.red_strides.end());
+  Tensor packed = ops::empty_output(sizes, in.dtype(), kCPU, name);
+  copy_kernel(packed, ops::make_view(in, sizes, strides, in.storage_offset(), name));
+  std::vector<std::int64_t> trailing;
+  for (auto d = static_cast<std::int64_t>(plan.kept_sizes.size()); d < packed.dim(); ++d) trailing.push_back(d);
+  Plan packed_plan = make_plan(packed, trailing);
+  return {std::move(packed), std::move(packed_plan)};
+}
+
+/// A floating reduction of every output, each element adding its term (Note [How Kiln
+/// sums]), in the layout the input has (sums_in_place must hold); each output's total, a
+/// WideSum, goes to emit(i, total).
+template <class T, class Terms, class Emit>
+void sum_floating(const T* x, const Plan& plan, const Terms& terms, const Emit& emit) {
   const std::int64_t K = plan.kept_numel, N = plan.red_numel;
   const StridedIndexer kept(plan.kept_sizes, plan.kept_strides);
   if (is_dense(plan.red_sizes, plan.red_strides, 1)) {  // A
+    constexpr std::int64_t L = kLanesOf<typename decltype(terms.of_output(0))::Block>;
     const std::int64_t pieces = pieces_per_output(K, N);
-    sum_pieces(o, K, pieces, N, divisor, [&](std::int64_t i, std::int64_t s) {
+    sum_pieces(K, pieces, N, [&](std::int64_t i, std::int64_t s) {
       const auto [b, e] = piece_range(s, pieces, N, L);
-      return sum_contiguous(x + kept.offset(i) + b, e - b);
-    });
-    return true;
+      return sum_contiguous(x + kept.offset(i) + b, e - b, terms.of_output(i));
+    }, emit);
+    return;
   }
   if (plan.reduced_first) {  // B: tiles of L kept values, each over its share of the rows
+    constexpr std::int64_t L = kLanesOf<typename decltype(terms.of_columns(0))::Block>;
     const std::int64_t tiles = (K + L - 1) / L;
     const std::int64_t pieces = pieces_per_output(tiles, N * std::min(K, L));
     std::vector<WideSum> partial(static_cast<std::size_t>(pieces * K), 0.0);
@@ -207,35 +249,34 @@ bool sum_floating_in_place(T* o, const T* x, const Plan& plan, double divisor) {
       for (std::int64_t t = b; t < e; ++t) {
         const std::int64_t k0 = t / pieces * L, s = t % pieces;
         const auto [r0, r1] = piece_range(s, pieces, N, kSumBlock);
-        sum_rows(x + r0 * K + k0, r1 - r0, K, std::min(L, K - k0), &partial[static_cast<std::size_t>(s * K + k0)]);
+        sum_rows(x + r0 * K + k0, r1 - r0, K, std::min(L, K - k0), &partial[static_cast<std::size_t>(s * K + k0)],
+                 terms.of_columns(k0));
       }
     });
     for (std::int64_t k = 0; k < K; ++k) {
       WideSum s = 0;
       for (std::int64_t p = 0; p < pieces; ++p) s += partial[static_cast<std::size_t>(p * K + k)];
-      o[k] = round_once<T>(s, divisor);
+      emit(k, s);
     }
-    return true;
+    return;
   }
-  const auto [run_dims, run] = inner_dense_run(plan);
-  if (run < L) return false;
   // C: the outer reduced dims index runs; each output adds its runs' sums in a cascade.
+  const auto [run_dims, run] = inner_dense_run(plan);
   const std::size_t outer_dims = plan.red_sizes.size() - run_dims;
   const StridedIndexer outer({plan.red_sizes.begin(), plan.red_sizes.begin() + static_cast<std::ptrdiff_t>(outer_dims)},
                              {plan.red_strides.begin(), plan.red_strides.begin() + static_cast<std::ptrdiff_t>(outer_dims)});
   const std::int64_t runs = N / run, pieces = pieces_per_output(K, N);
-  sum_pieces(o, K, pieces, N, divisor, [&](std::int64_t i, std::int64_t s) {
+  sum_pieces(K, pieces, N, [&](std::int64_t i, std::int64_t s) {
     const auto [m0, m1] = piece_range(s, pieces, runs, 1);
     detail::SumCascade<1> cascade;
     for (std::int64_t m = m0; m < m1; ++m) {
-      const WideSum run_sum = sum_contiguous(x + kept.offset(i) + outer.offset(m), run);
+      const WideSum run_sum = sum_contiguous(x + kept.offset(i) + outer.offset(m), run, terms.of_output(i));
       cascade.add_block(&run_sum, 1);
     }
     WideSum total;
     cascade.finish</*Accumulate=*/false>(1, &total);
     return total;
-  });
-  return true;
+  }, emit);
 }
 
 template <ReduceOp Op, template <class> class Reducer, class Types>
@@ -246,7 +287,7 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims, double
     using R = Reducer<T>;
     constexpr bool kFloatingSum = Op == ReduceOp::Sum && kIsFloating<T>;
     T* o = out.data_ptr<T>();
-    const Plan plan = make_plan(in, dims);
+    Plan plan = make_plan(in, dims);
     const std::int64_t K = plan.kept_numel, N = plan.red_numel;
     if (N == 0 || in.numel() == 0) {
       // An empty mean is 0 / 0: NaN, as in PyTorch.
@@ -257,8 +298,15 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims, double
       return;
     }
     const T* x = in.data_ptr<T>();
+    Tensor packed;
+    const bool in_place = kFloatingSum ? sums_in_place<T>(plan)
+                                       : is_dense(plan.red_sizes, plan.red_strides, 1) || plan.reduced_first;
+    if (!in_place) {  // C, packed: then A
+      std::tie(packed, plan) = pack_reduced_last(in, plan, name);
+      x = packed.data_ptr<T>();
+    }
     if constexpr (kFloatingSum) {
-      if (sum_floating_in_place(o, x, plan, divisor)) return;
+      sum_floating(x, plan, PlainTerms<T>{}, [&](std::int64_t i, WideSum s) { o[i] = round_once<T>(s, divisor); });
     } else if (is_dense(plan.red_sizes, plan.red_strides, 1)) {
       // Layout A: each output's block is contiguous.
       const StridedIndexer kept(plan.kept_sizes, plan.kept_strides);
@@ -267,8 +315,7 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims, double
           o[i] = static_cast<T>(reduce_block<Op, R>(x + kept.offset(i), N));
         }
       });
-      return;
-    } else if (plan.reduced_first) {
+    } else {
       // Layout B: contiguous [R..., K...]: accumulate rows.
       using Acc = typename R::Acc;
       parallel_for(0, K, kGrainSize / 8, [&](std::int64_t b, std::int64_t e) {
@@ -284,25 +331,55 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims, double
         }
         for (std::int64_t k = b; k < e; ++k) o[k] = static_cast<T>(acc[static_cast<std::size_t>(k - b)]);
       });
-      return;
     }
-    // Layout C: permute reduced dims to the back, copy, then A.
-    std::vector<std::int64_t> sizes = plan.kept_sizes, strides = plan.kept_strides;
-    sizes.insert(sizes.end(), plan.red_sizes.begin(), plan.red_sizes.end());
-    strides.insert(strides.end(), plan.red_strides.begin(), plan.red_strides.end());
-    const Tensor packed = ops::empty_output(sizes, in.dtype(), kCPU, name);
-    copy_kernel(packed, ops::make_view(in, sizes, strides, in.storage_offset(), name));
-    const T* px = packed.data_ptr<T>();
-    parallel_for(0, K, std::max<std::int64_t>(1, kGrainSize / N), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) {
-        if constexpr (kFloatingSum) o[i] = round_once<T>(sum_contiguous(px + i * N, N), divisor);
-        else o[i] = static_cast<T>(reduce_block<Op, R>(px + i * N, N));
-      }
-    });
   });
 }
 
 }  // namespace
+
+// Note [var in two passes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// var = Σ (x - mean)² / (N - correction), the textbook two-pass formula (one pass of
+// E[x²] - E[x]² cancels: 6 of Float32's 7 digits for data of mean 1000 and std 1). Both
+// passes read the input where it lies, in any layout of Note [Reduction layouts]:
+//  1. the mean, a sum in the two tiers of Note [How Kiln sums], kept in double;
+//  2. the squared deviations from it, each computed and added in double (the block term
+//     SquaredDeviations): float squares of Float32 data far from zero have structured low
+//     bits, and the float tier's roundings of them do not cancel (cascade_sum.h).
+// The double is divided by N - correction and rounded once, so the result is the exact
+// variance correctly rounded but for a few units of 1e-16, as PyTorch's CPU var (Welford
+// in double) is. Composed from ops instead (mean, sub, mul, sum, div), var made five passes
+// and two temporaries, and rounded the mean, each square, the sum and the quotient.
+
+void var_mean_kernel(const Tensor& var, const Tensor& mean, const Tensor& in, IntArrayRef dims, double divisor) {
+  dispatch_dtype<FloatingTypes>(in.dtype(), "var_cpu", [&]<typename T>() {
+    T* v = var.data_ptr<T>();
+    T* m = mean.defined() ? mean.data_ptr<T>() : nullptr;
+    Plan plan = make_plan(in, dims);
+    const std::int64_t K = plan.kept_numel, N = plan.red_numel;
+    std::vector<WideSum> means(static_cast<std::size_t>(K), 0.0);
+    if (N > 0 && in.numel() > 0) {
+      const T* x = in.data_ptr<T>();
+      Tensor packed;
+      if (!sums_in_place<T>(plan)) {
+        std::tie(packed, plan) = pack_reduced_last(in, plan, "var_cpu");
+        x = packed.data_ptr<T>();
+      }
+      const auto n = static_cast<WideSum>(N);
+      sum_floating(x, plan, PlainTerms<T>{}, [&](std::int64_t i, WideSum s) { means[static_cast<std::size_t>(i)] = s / n; });
+      sum_floating(x, plan, DeviationTerms<T>{means.data()}, [&](std::int64_t i, WideSum s) { v[i] = round_once<T>(s, divisor); });
+    } else {
+      // Empty: 0 / 0 is NaN for both, as in PyTorch.
+      for (std::int64_t i = 0; i < K; ++i) {
+        means[static_cast<std::size_t>(i)] = WideSum(0) / static_cast<WideSum>(N);
+        v[i] = round_once<T>(0, divisor);
+      }
+    }
+    if (m) {
+      for (std::int64_t i = 0; i < K; ++i) m[i] = static_cast<T>(means[static_cast<std::size_t>(i)]);
+    }
+  });
+}
 
 std::array<ReduceKernel, static_cast<std::size_t>(ReduceOp::kCount)> reduce_kernels() {
   // Same order as the ReduceOp enum. Sum and prod see Int64/Float inputs only: the op

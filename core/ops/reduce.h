@@ -22,6 +22,11 @@ Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType>
 ///   ops::mean(x, {0}, false, x.size(0))   // x.mean({0})
 Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, double divisor,
             std::optional<DType> dtype = std::nullopt);
+/// (var, mean) of a floating x over dims: var = Σ (x - mean)² / max(N - correction, 0), both
+/// rounded once (Note [var in two passes] in core/cpu/reduce.cpp; devices without a var
+/// kernel compose it from mean, sub and mul). with_mean = false leaves the mean undefined.
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims, std::int64_t correction, bool keepdim,
+                                    bool with_mean = true);
 Tensor prod(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype = std::nullopt);
 Tensor amax(const Tensor& x, IntArrayRef dims, bool keepdim);
 Tensor amin(const Tensor& x, IntArrayRef dims, bool keepdim);
