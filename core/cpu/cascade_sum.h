@@ -84,6 +84,13 @@ struct Values {
   Block operator()(T v, std::int64_t /*lane*/) const { return to_op_math(v); }
 };
 
+/// The value in double: var's mean, whose error var squares (core/cpu/reduce.cpp).
+template <class T>
+struct WideValues {
+  using Block = WideSum;
+  WideSum operator()(T v, std::int64_t /*lane*/) const { return static_cast<WideSum>(to_op_math(v)); }
+};
+
 /// var's term: the squared deviation from a centre (the mean, kept in double), in double. One
 /// centre for every lane: a contiguous run belongs to one output.
 template <class T>

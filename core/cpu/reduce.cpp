@@ -164,7 +164,13 @@ struct PlainTerms {
   Values<T> of_output(std::int64_t) const { return {}; }
   Values<T> of_columns(std::int64_t) const { return {}; }
 };
-/// ...var's second pass their squared deviations from each output's mean.
+/// ...var's first pass the values in double...
+template <class T>
+struct WideTerms {
+  WideValues<T> of_output(std::int64_t) const { return {}; }
+  WideValues<T> of_columns(std::int64_t) const { return {}; }
+};
+/// ...and its second pass their squared deviations from each output's mean.
 template <class T>
 struct DeviationTerms {
   const WideSum* means;  // one per output
@@ -341,8 +347,12 @@ void reduce_kernel(const Tensor& out, const Tensor& in, IntArrayRef dims, double
 // ~~~~~~~~~~~~~~~~~~~~~~~~
 // var = Σ (x - mean)² / (N - correction), the textbook two-pass formula (one pass of
 // E[x²] - E[x]² cancels: 6 of Float32's 7 digits for data of mean 1000 and std 1). Both
-// passes read the input where it lies, in any layout of Note [Reduction layouts]:
-//  1. the mean, a sum in the two tiers of Note [How Kiln sums], kept in double;
+// passes read the input where it lies, in any layout of Note [Reduction layouts], and add in
+// double lanes before the cascade of Note [How Kiln sums]:
+//  1. the mean, kept in double. A mean off by δ adds N·δ² to the squares' sum, (δ/σ)² of
+//     var: summed in float blocks, 40 columns of 8195 values of mean 10^4 and std 1 had δ up
+//     to 1.3e-4, a quarter of an ulp of var, so this sum adds in double blocks too (the block
+//     term WideValues);
 //  2. the squared deviations from it, each computed and added in double (the block term
 //     SquaredDeviations): float squares of Float32 data far from zero have structured low
 //     bits, and the float tier's roundings of them do not cancel (cascade_sum.h).
@@ -366,7 +376,7 @@ void var_mean_kernel(const Tensor& var, const Tensor& mean, const Tensor& in, In
         x = packed.data_ptr<T>();
       }
       const auto n = static_cast<WideSum>(N);
-      sum_floating(x, plan, PlainTerms<T>{}, [&](std::int64_t i, WideSum s) { means[static_cast<std::size_t>(i)] = s / n; });
+      sum_floating(x, plan, WideTerms<T>{}, [&](std::int64_t i, WideSum s) { means[static_cast<std::size_t>(i)] = s / n; });
       sum_floating(x, plan, DeviationTerms<T>{means.data()}, [&](std::int64_t i, WideSum s) { v[i] = round_once<T>(s, divisor); });
     } else {
       // Empty: 0 / 0 is NaN for both, as in PyTorch.
