@@ -27,9 +27,15 @@ namespace kiln::cpu {
 //    of a contiguous tensor, softmax's row sums): each output reduces its block, vectorised,
 //    outputs split across threads (and a long block split too when there are fewer outputs
 //    than threads: the sum of a whole tensor).
-// B. The reduced dims all come before the kept dims of a contiguous tensor (the bias
-//    gradient: sum over the batch of [N, D]): view it as an [R, K] matrix and accumulate
-//    whole rows into K accumulators, which vectorises along K.
+// B. The reduced dims form one band of a contiguous tensor, [O, R, K]: the bias gradient
+//    (sum over the batch of [N, D], O = 1) or a mean over the sequence of [B, T, C]. Each
+//    of the O blocks is an [R, K] matrix whose whole rows are accumulated into K
+//    accumulators, which vectorises along K. When K is narrower than a row of lanes and
+//    divides it (the [N, 2] of issue 32's accuracy probe), a block is read as rows of L
+//    lanes, L / K rows of the matrix each, lane j adding column j mod K; the lanes of each
+//    column are added at the end. Every lane still adds kSumBlock values of its column before
+//    the cascade, so this is Note [How Kiln sums] as in A, at A's speed rather than with two
+//    lanes busy out of 64. Other reductions than floating sums take B only for O = 1.
 // C. Anything else (batch_norm's [N, C, H, W] over {0, 2, 3}). A floating sum whose innermost
 //    reduced dims form a dense run of at least a row of lanes (H*W here) sums each run in
 //    place, as in A, and adds the runs of each output. Otherwise: permute the reduced dims to
@@ -93,29 +99,39 @@ struct Plan {
   std::vector<std::int64_t> kept_sizes, kept_strides;  // input strides of kept dims
   std::vector<std::int64_t> red_sizes, red_strides;
   std::int64_t kept_numel = 1, red_numel = 1;
-  bool reduced_first = false;  // layout B: a contiguous [R..., K...]
+  // Layout B: a contiguous [outer, R, inner], the reduced dims one band between kept ones.
+  bool banded = false;
+  std::int64_t outer = 1, inner = 1;
+  bool reduced_first = false;  // banded with outer == 1: [R..., K...]
 };
 
 Plan make_plan(const Tensor& in, IntArrayRef dims) {
   Plan p;
   std::vector<bool> reduced(static_cast<std::size_t>(in.dim()), false);
   for (auto d : dims) reduced[static_cast<std::size_t>(d)] = true;
-  std::int64_t last_reduced = -1, first_kept = in.dim();
+  enum { Outer, Band, Inner, Scattered } part = Outer;  // where the dims seen so far put us
   for (std::int64_t d = 0; d < in.dim(); ++d) {
     const auto s = in.sizes()[d];
     if (reduced[static_cast<std::size_t>(d)]) {
       p.red_sizes.push_back(s);
       p.red_strides.push_back(in.strides()[d]);
       p.red_numel *= s;
-      if (s != 1) last_reduced = d;
+      if (s != 1) part = part == Outer || part == Band ? Band : Scattered;
     } else {
       p.kept_sizes.push_back(s);
       p.kept_strides.push_back(in.strides()[d]);
       p.kept_numel *= s;
-      if (s != 1) first_kept = std::min(first_kept, d);
+      if (s == 1 || part == Scattered) continue;
+      if (part == Outer) {
+        p.outer *= s;
+      } else {
+        part = Inner;
+        p.inner *= s;
+      }
     }
   }
-  p.reduced_first = in.is_contiguous() && last_reduced < first_kept;
+  p.banded = in.is_contiguous() && part != Scattered;
+  p.reduced_first = p.banded && p.outer == 1;
   return p;
 }
 
@@ -153,29 +169,41 @@ std::pair<std::int64_t, std::int64_t> piece_range(std::int64_t s, std::int64_t p
 /// count - correction, 1 for a sum) while it is still a double, then rounded to T.
 template <class T>
 T round_once(WideSum sum, double divisor) {
-  return static_cast<T>(sum / divisor);
+  // x / 1 is x: a plain sum skips the division, which costs a [128, 512] sum over dim 0 15 %.
+  return static_cast<T>(divisor == 1 ? sum : sum / divisor);
 }
 
 /// What each element of a floating reduction adds (cascade_sum.h's block terms), for the
-/// lanes of output i (layouts A and C: of_output) or for a tile of columns from k0 (layout
-/// B: of_columns). A sum adds the values...
+/// lanes of output i (layouts A and C: of_output) or for a row of lanes holding columns
+/// (layout B: of_columns, of_lanes). A sum adds the values...
 template <class T>
 struct PlainTerms {
   Values<T> of_output(std::int64_t) const { return {}; }
   Values<T> of_columns(std::int64_t) const { return {}; }
+  template <std::size_t L>
+  Values<T> of_lanes(std::int64_t, std::int64_t, std::array<WideSum, L>&) const { return {}; }
 };
 /// ...var's first pass the values in double...
 template <class T>
 struct WideTerms {
   WideValues<T> of_output(std::int64_t) const { return {}; }
   WideValues<T> of_columns(std::int64_t) const { return {}; }
+  template <std::size_t L>
+  WideValues<T> of_lanes(std::int64_t, std::int64_t, std::array<WideSum, L>&) const { return {}; }
 };
-/// ...and its second pass their squared deviations from each output's mean.
+/// ...and its second pass their squared deviations from each output's mean. of_columns(i):
+/// lane j belongs to output i + j; of_lanes(i, K, centres): lane j to output i + j mod K (a
+/// narrow layout B), whose means it copies into `centres`.
 template <class T>
 struct DeviationTerms {
   const WideSum* means;  // one per output
   SquaredDeviations<T> of_output(std::int64_t i) const { return {means[i]}; }
-  SquaredDeviationsPerLane<T> of_columns(std::int64_t k0) const { return {means + k0}; }
+  SquaredDeviationsPerLane<T> of_columns(std::int64_t i) const { return {means + i}; }
+  template <std::size_t L>
+  SquaredDeviationsPerLane<T> of_lanes(std::int64_t i, std::int64_t K, std::array<WideSum, L>& centres) const {
+    for (std::size_t j = 0; j < L; ++j) centres[j] = means[i + static_cast<std::int64_t>(j) % K];
+    return {centres.data()};
+  }
 };
 
 /// Runs piece(i, s) -> WideSum for every output i < outputs and piece s < pieces in parallel,
@@ -211,7 +239,7 @@ std::pair<std::size_t, std::int64_t> inner_dense_run(const Plan& p) {
 /// whose dense run fills at least a row of lanes. The rest is packed first.
 template <class T>
 bool sums_in_place(const Plan& plan) {
-  return is_dense(plan.red_sizes, plan.red_strides, 1) || plan.reduced_first ||
+  return is_dense(plan.red_sizes, plan.red_strides, 1) || plan.banded ||
          inner_dense_run(plan).second >= kSumLanes<T>;
 }
 
@@ -227,6 +255,64 @@ std::pair<Tensor, Plan> pack_reduced_last(const Tensor& in, const Plan& plan, co
   for (auto d = static_cast<std::int64_t>(plan.kept_sizes.size()); d < packed.dim(); ++d) trailing.push_back(d);
   Plan packed_plan = make_plan(packed, trailing);
   return {std::move(packed), std::move(packed_plan)};
+}
+
+/// Layout B, [O, R, K] contiguous, for a floating reduction: output o·K + k adds column k of
+/// block o's R rows (Note [Reduction layouts]).
+template <class T, class Terms, class Emit>
+void sum_banded(const T* x, const Plan& plan, const Terms& terms, const Emit& emit) {
+  const std::int64_t O = plan.outer, R = plan.red_numel, K = plan.inner;
+  constexpr std::int64_t L = kLanesOf<typename decltype(terms.of_columns(0))::Block>;
+  if (K < L && L % K == 0) {
+    // Narrow: block o's R·K values, read as rows of L lanes, lane j adding column j mod K.
+    const std::int64_t n = R * K, rows = n / L, tail = n % L;  // tail: a multiple of K
+    const std::int64_t pieces = pieces_per_output(O, n);
+    std::vector<WideSum> partial(static_cast<std::size_t>(O * pieces * L), 0.0);
+    parallel_for(0, O * pieces, std::max<std::int64_t>(1, kGrainSize * pieces / n), [&](std::int64_t b, std::int64_t e) {
+      std::array<WideSum, L> centres;  // what of_lanes fills for var's pass 2
+      for (std::int64_t t = b; t < e; ++t) {
+        const std::int64_t o = t / pieces, s = t % pieces;
+        const T* block = x + o * n;
+        WideSum* lanes = &partial[static_cast<std::size_t>(t * L)];
+        const auto term = terms.of_lanes(o * K, K, centres);
+        const auto [r0, r1] = piece_range(s, pieces, rows, kSumBlock);
+        sum_rows(block + r0 * L, r1 - r0, L, L, lanes, term);
+        if (s == pieces - 1 && tail > 0) sum_rows(block + rows * L, 1, L, tail, lanes, term);
+      }
+    });
+    for (std::int64_t o = 0; o < O; ++o) {
+      for (std::int64_t k = 0; k < K; ++k) {
+        WideSum total = 0;
+        for (std::int64_t s = 0; s < pieces; ++s) {
+          const WideSum* lanes = &partial[static_cast<std::size_t>((o * pieces + s) * L)];
+          for (std::int64_t j = k; j < L; j += K) total += lanes[j];
+        }
+        emit(o * K + k, total);
+      }
+    }
+    return;
+  }
+  // Tiles of L columns, each over its share of the rows.
+  const std::int64_t tiles = (K + L - 1) / L;
+  const std::int64_t pieces = pieces_per_output(O * tiles, R * std::min(K, L));
+  std::vector<WideSum> partial(static_cast<std::size_t>(O * pieces * K), 0.0);
+  parallel_for(0, O * tiles * pieces, std::max<std::int64_t>(1, kGrainSize * pieces / (R * L)),
+               [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t tile = t / pieces, s = t % pieces;
+      const std::int64_t o = tile / tiles, k0 = tile % tiles * L;
+      const auto [r0, r1] = piece_range(s, pieces, R, kSumBlock);
+      sum_rows(x + (o * R + r0) * K + k0, r1 - r0, K, std::min(L, K - k0),
+               &partial[static_cast<std::size_t>((o * pieces + s) * K + k0)], terms.of_columns(o * K + k0));
+    }
+  });
+  for (std::int64_t o = 0; o < O; ++o) {
+    for (std::int64_t k = 0; k < K; ++k) {
+      WideSum total = 0;
+      for (std::int64_t s = 0; s < pieces; ++s) total += partial[static_cast<std::size_t>((o * pieces + s) * K + k)];
+      emit(o * K + k, total);
+    }
+  }
 }
 
 /// A floating reduction of every output, each element adding its term (Note [How Kiln
@@ -245,25 +331,8 @@ void sum_floating(const T* x, const Plan& plan, const Terms& terms, const Emit& 
     }, emit);
     return;
   }
-  if (plan.reduced_first) {  // B: tiles of L kept values, each over its share of the rows
-    constexpr std::int64_t L = kLanesOf<typename decltype(terms.of_columns(0))::Block>;
-    const std::int64_t tiles = (K + L - 1) / L;
-    const std::int64_t pieces = pieces_per_output(tiles, N * std::min(K, L));
-    std::vector<WideSum> partial(static_cast<std::size_t>(pieces * K), 0.0);
-    parallel_for(0, tiles * pieces, std::max<std::int64_t>(1, kGrainSize * pieces / (N * L)),
-                 [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t t = b; t < e; ++t) {
-        const std::int64_t k0 = t / pieces * L, s = t % pieces;
-        const auto [r0, r1] = piece_range(s, pieces, N, kSumBlock);
-        sum_rows(x + r0 * K + k0, r1 - r0, K, std::min(L, K - k0), &partial[static_cast<std::size_t>(s * K + k0)],
-                 terms.of_columns(k0));
-      }
-    });
-    for (std::int64_t k = 0; k < K; ++k) {
-      WideSum s = 0;
-      for (std::int64_t p = 0; p < pieces; ++p) s += partial[static_cast<std::size_t>(p * K + k)];
-      emit(k, s);
-    }
+  if (plan.banded) {  // B
+    sum_banded(x, plan, terms, emit);
     return;
   }
   // C: the outer reduced dims index runs; each output adds its runs' sums in a cascade.

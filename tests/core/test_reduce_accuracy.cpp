@@ -117,10 +117,21 @@ TEST(ReduceAccuracy, EveryLayoutSumsWithinTheCascadeBound) {
   };
   Tensor images = full({256, 3, 16, 16}, std::ldexp(1.0, -25));
   images.narrow(0, 0, 1).narrow(2, 0, 1).narrow(3, 0, 1).fill_(1.0);
+  // Layout B's blocks of a middle dim, each starting with its own 1.
+  auto hard_blocks = [&](std::int64_t blocks, std::int64_t k) {
+    Tensor t = full({blocks, n / blocks + 1, k}, std::ldexp(1.0, -25));
+    t.narrow(1, 0, 1).fill_(1.0);
+    return t;
+  };
   const Case cases[] = {
       {"A: contiguous blocks (last dim)", one_then_tiny({n}).expand({3, n}).contiguous(), {1}},
       {"B: reduced dims first", hard_columns(5), {0}},
       {"B, wide: many column tiles", hard_columns(200), {0}},
+      {"B, narrow: 2 columns, 32 rows to a row of lanes", hard_columns(2), {0}},
+      {"B, narrow: 16 columns, a partial row of lanes at the end", hard_columns(16).narrow(0, 0, n - 3).contiguous(),
+       {0}},
+      {"B: the middle dim of [8, R, 2]", hard_blocks(8, 2), {1}},
+      {"B: the middle dim of [4, R, 100] (tiles)", hard_blocks(4, 100), {1}},
       {"C: dense runs of H*W (batch norm)", images, {0, 2, 3}},
       {"C: short runs, packed first", hard_columns(6).view({n, 3, 2}), {0, 2}},
       {"A over a transposed view (packed)", hard_columns(4).t(), {1}},
@@ -190,11 +201,10 @@ TEST(ReduceAccuracy, VarianceIsCorrectlyRoundedInEveryLayout) {
   const Case cases[] = {
       {"A: one contiguous block per output", columns.t().contiguous(), {1}, &exact.var},
       {"A: contiguous blocks, outputs n apart", columns.t().contiguous().t(), {0}, &exact.var},
-      {"B: reduced dim first, narrow", columns, {0}, &exact.var},
-      {"B: reduced dim first, 40 columns", wide, {0}, &exact_wide.var},
+      {"B: reduced dim first, narrow (lanes hold 8 or 16 rows)", columns, {0}, &exact.var},
+      {"B: reduced dim first, 40 columns (tiles)", wide, {0}, &exact_wide.var},
+      {"B: the middle dim of [2, n, 2]", columns.view({n, 2, 2}).permute({1, 0, 2}).contiguous(), {1}, &exact.var},
       {"C: dense runs of n / 64", columns.t().contiguous().view({4, 64, n / 64}).transpose(0, 1), {0, 2},
-       &exact.var},
-      {"C: a middle dim of [2, n, 2], packed first", columns.view({n, 2, 2}).permute({1, 0, 2}).contiguous(), {1},
        &exact.var},
       {"C: a transposed view, packed first", columns.t(), {1}, &exact.var},
   };
