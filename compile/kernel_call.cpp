@@ -18,6 +18,7 @@ const char* family_name(KernelFamily f) {
     case KernelFamily::Fill: return "fill";
     case KernelFamily::Arange: return "arange";
     case KernelFamily::ArgReduce: return "arg_reduce";
+    case KernelFamily::VarMean: return "var_mean";
     case KernelFamily::Bmm: return "bmm";
     case KernelFamily::BmmBias: return "bmm_bias";
     case KernelFamily::Cat: return "cat";
@@ -85,6 +86,7 @@ constexpr unsigned bits(std::initializer_list<int> positions) {
 Effects effects_of(KernelFamily f) {
   switch (f) {
     case KernelFamily::ArgReduce: return {bits({0, 1}), 0};
+    case KernelFamily::VarMean: return {bits({0, 1}), 0};
     case KernelFamily::IndexAdd: return {bits({0}), bits({0})};
     case KernelFamily::Scatter: return {bits({0}), bits({0})};
     case KernelFamily::Col2Im: return {bits({0}), bits({0})};  // sums windows into an output zeroed before

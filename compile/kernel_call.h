@@ -25,8 +25,8 @@ namespace kiln::compiler {
 
 /// The kernel table's members (core/kernels.h), plus the kernels passes make.
 enum class KernelFamily : std::uint8_t {
-  Unary, Binary, Reduce, Where, Copy, Fill, Arange, ArgReduce, Bmm, BmmBias, Cat, IndexSelect, IndexAdd, Gather,
-  Scatter, Im2Col, Col2Im, MaxPool, MaxPoolBackward, MaxPoolBackwardRelu, ConvForward, ConvForwardRelu,
+  Unary, Binary, Reduce, Where, Copy, Fill, Arange, ArgReduce, VarMean, Bmm, BmmBias, Cat, IndexSelect, IndexAdd,
+  Gather, Scatter, Im2Col, Col2Im, MaxPool, MaxPoolBackward, MaxPoolBackwardRelu, ConvForward, ConvForwardRelu,
   ConvBackwardInput, ConvBackwardWeight,
   BatchNormForward, BatchNormBackward, PoolForward, PoolBackward, LstmCellForward, LstmCellBackward,
   SoftmaxForward, SoftmaxBackward, LayerNormForward, LayerNormBackward, Random, Adam, Sgd, Unscale,

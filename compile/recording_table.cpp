@@ -84,6 +84,7 @@ BackendKernels build() {
   wrap<Field<&K::fill, F::Fill>>(t.fill);
   wrap<Field<&K::arange, F::Arange>>(t.arange);
   wrap<Field<&K::arg_reduce, F::ArgReduce>>(t.arg_reduce);
+  wrap<Field<&K::var_mean, F::VarMean>>(t.var_mean);
   wrap<Field<&K::bmm, F::Bmm>>(t.bmm);
   wrap<Field<&K::bmm_bias, F::BmmBias>>(t.bmm_bias);
   wrap<Field<&K::cat, F::Cat>>(t.cat);
@@ -118,11 +119,11 @@ BackendKernels build() {
 }
 
 // A kernel added to BackendKernels must be recorded above too (and named in KernelFamily):
-// this tripwire counts the table's pointers — the three op arrays, 17 single kernels, 14 in
+// this tripwire counts the table's pointers — the three op arrays, 18 single kernels, 14 in
 // the six groups, 4 after the route flags — and the flags' bytes, padded to a pointer.
 constexpr std::size_t kPointers = static_cast<std::size_t>(UnaryOp::kCount) +
                                   static_cast<std::size_t>(BinaryOp::kCount) +
-                                  static_cast<std::size_t>(ReduceOp::kCount) + 17 + 14 + 4;
+                                  static_cast<std::size_t>(ReduceOp::kCount) + 18 + 14 + 4;
 constexpr std::size_t kFlagBytes = (static_cast<std::size_t>(backends::OpFamily::kCount) + sizeof(void*) - 1) /
                                    sizeof(void*) * sizeof(void*);
 static_assert(sizeof(BackendKernels) == kPointers * sizeof(void*) + kFlagBytes,

@@ -30,8 +30,14 @@ using CopyKernel = void (*)(const Tensor& dst, const Tensor& src);
 using FillKernel = void (*)(const Tensor& dst, const Scalar& value);
 // out[i] = start + i * step over a contiguous out.
 using ArangeKernel = void (*)(const Tensor& out, const Scalar& start, const Scalar& step);
-// out has in's shape with the reduced dims set to 1 (keepdim), and in's dtype.
-using ReduceKernel = void (*)(const Tensor& out, const Tensor& in, IntArrayRef dims);
+// out has in's shape with the reduced dims set to 1 (keepdim), and in's dtype. A floating sum
+// is divided by `divisor` before its one rounding to out's dtype (mean and var: Note [How
+// Kiln sums] in core/cpu/cascade_sum.h); every other reduction is given divisor 1.
+using ReduceKernel = void (*)(const Tensor& out, const Tensor& in, IntArrayRef dims, double divisor);
+// var = Σ (in - mean)² / divisor over dims (divisor = N - correction) and, when `mean` is
+// defined, mean; both keepdim-shaped, in's (floating) dtype, each rounded once.
+using VarMeanKernel = void (*)(const Tensor& var, const Tensor& mean, const Tensor& in, IntArrayRef dims,
+                               double divisor);
 // values/indices have in's shape with dim set to 1; first index of the extreme; NaN wins.
 using ArgReduceKernel = void (*)(const Tensor& values, const Tensor& indices, const Tensor& in,
                                  std::int64_t dim, bool is_max);
@@ -184,6 +190,7 @@ struct BackendKernels {
   FillKernel fill = nullptr;
   ArangeKernel arange = nullptr;
   ArgReduceKernel arg_reduce = nullptr;
+  VarMeanKernel var_mean = nullptr;  // optional: else composed from mean, sub, mul (ops::var_mean)
   BmmKernel bmm = nullptr;
   BmmBiasKernel bmm_bias = nullptr;
   CatKernel cat = nullptr;

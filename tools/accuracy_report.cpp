@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
       {"softmax_64x4096", [](const Tensor& x) { return x.softmax(1); }},
       {"log_softmax_64x4096", [](const Tensor& x) { return x.log_softmax(1); }},
       {"layer_norm_64x4096_mean50_std0.5", [](const Tensor& x) { return layer_norm(x, {4096}); }},
+      {"var_dim0_1e6x2_mean1000_std1", [](const Tensor& x) { return x.var({0}, true); }},
+      {"mean_dim0_1e6x2_mean1000_std1", [](const Tensor& x) { return x.mean({0}); }},
+      {"sum_dim0_1e6x2_mean1000_std1", [](const Tensor& x) { return x.sum({0}); }},
+      {"batch_norm_1e6x2_mean1000_std1", batch_norm_case},
   };
   std::printf("| case | Kiln Float32 rel. error | PyTorch Float32 rel. error | Kiln / PyTorch |\n|---|---|---|---|\n");
   int worse = 0;

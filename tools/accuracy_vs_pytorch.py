@@ -37,6 +37,14 @@ cases = {
     "layer_norm_64x4096_mean50_std0.5": ((rng.standard_normal((64, 4096)) * 0.5 + 50).astype(np.float32),
                                          lambda x: torch.nn.functional.layer_norm(x, (4096,))),
 }
+# The held-out probe of issue 32: the reduced dim is the outer one of [N, 2] (stride 2).
+narrow = (rng.standard_normal((1_000_000, 2)) + 1000).astype(np.float32)
+cases.update({
+    "var_dim0_1e6x2_mean1000_std1": (narrow, lambda x: x.var(0)),
+    "mean_dim0_1e6x2_mean1000_std1": (narrow, lambda x: x.mean(0)),
+    "sum_dim0_1e6x2_mean1000_std1": (narrow, lambda x: x.sum(0)),
+    "batch_norm_1e6x2_mean1000_std1": (narrow, batch_norm),
+})
 
 torch.set_num_threads(2)
 for name, (x, fn) in cases.items():

@@ -1,6 +1,6 @@
-// autograd/functions/reduce.cpp — differentiable reductions. sum, prod, amax/amin, max/min
-// along a dim and the 2-norm are Functions; mean, var, std and logsumexp are composites of
-// them and get their gradients for free (softmax and log_softmax are ops of their own:
+// autograd/functions/reduce.cpp — differentiable reductions. sum, mean, var, prod, amax/amin,
+// max/min along a dim and the 2-norm are Functions; std and logsumexp are composites of them
+// and get their gradients for free (softmax and log_softmax are ops of their own:
 // autograd/functions/softmax.cpp).
 // Read next: autograd/functions/linalg.cpp.
 #include "autograd/functions/reduce.h"
@@ -41,6 +41,53 @@ struct SumFn : Function<SumFn> {
   static TensorList backward(Context<SumFn>& ctx, const TensorList& g) {
     const auto& s = ctx.saved;
     return {unsqueeze_reduced(g[0], s.sizes, s.dims, s.keepdim).expand(s.sizes)};
+  }
+};
+
+std::int64_t reduced_numel(const Tensor& x, IntArrayRef dims) {
+  std::int64_t n = 1;
+  for (auto d : wrap_dims(dims, x.dim())) n *= x.sizes()[d];
+  return n;
+}
+
+// mean = Σx / n, divided before it is rounded (ops::mean), so it rounds once.
+struct MeanFn : Function<MeanFn> {
+  static constexpr const char* name = "MeanBackward1";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
+  struct Saved { Shape sizes, dims; bool keepdim; double n; };
+  static Tensor forward(Context<MeanFn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim,
+                        std::optional<DType> dtype) {
+    const auto n = static_cast<double>(reduced_numel(x, dims));
+    ctx.saved = {x.sizes().vec(), wrap_dims(dims, x.dim()), keepdim, n};
+    return ops::mean(x, dims, keepdim, n, dtype);
+  }
+  // d(Σx / n)/dx_i = 1/n: the gradient, divided by n, broadcast back over the reduced dims
+  static TensorList backward(Context<MeanFn>& ctx, const TensorList& g) {
+    const auto& s = ctx.saved;
+    return {unsqueeze_reduced(g[0] / s.n, s.sizes, s.dims, s.keepdim).expand(s.sizes)};
+  }
+};
+
+// var = Σ (x - mean)² / (n - correction), in two passes over x and rounded once (Note [var
+// in two passes] in core/cpu/reduce.cpp).
+struct VarFn : Function<VarFn> {
+  static constexpr const char* name = "VarBackward0";
+  static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
+  struct Saved { Shape dims; bool keepdim; double divisor; };
+  static Tensor forward(Context<VarFn>& ctx, const Tensor& x, IntArrayRef dims, std::int64_t correction,
+                        bool keepdim) {
+    const std::int64_t n = reduced_numel(x, dims);
+    ctx.saved = {wrap_dims(dims, x.dim()), keepdim, static_cast<double>(std::max<std::int64_t>(n - correction, 0))};
+    ctx.save_for_backward({x});
+    return std::get<0>(ops::var_mean(x, dims, correction, keepdim, /*with_mean=*/false));
+  }
+  // d var/dx_i = 2 (x_i - mean) / (n - correction): the mean's own dependence on x_i drops
+  // out, since the deviations sum to zero
+  static TensorList backward(Context<VarFn>& ctx, const TensorList& g) {
+    const Tensor x = ctx.get_saved_variables()[0];
+    const auto& s = ctx.saved;
+    const Tensor grad = unsqueeze_reduced(g[0], x.sizes(), s.dims, s.keepdim);
+    return {grad * (x - x.mean(s.dims, true)) * (2.0 / s.divisor)};
   }
 };
 
@@ -138,12 +185,6 @@ struct Norm2Fn : Function<Norm2Fn> {
   }
 };
 
-std::int64_t reduced_numel(const Tensor& x, IntArrayRef dims) {
-  std::int64_t n = 1;
-  for (auto d : wrap_dims(dims, x.dim())) n *= x.sizes()[d];
-  return n;
-}
-
 }  // namespace
 
 Tensor sum_to(const Tensor& grad, IntArrayRef shape) {
@@ -177,13 +218,10 @@ Tensor Tensor::sum(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) c
 
 Tensor Tensor::mean(std::optional<DType> dtype) const { return mean({}, false, dtype); }
 Tensor Tensor::mean(IntArrayRef dims, bool keepdim, std::optional<DType> dtype) const {
-  return amp::run<amp::CastPolicy::Fp32>([dims, keepdim, dtype](const Tensor& self) {
-    const DType t = dtype.value_or(self.dtype());
-    KILN_CHECK_TYPE(kiln::is_floating_point(t), "mean(): could not infer output dtype. Input dtype must be "
-                    "either a floating point or complex dtype. Got: ", scalar_type_name(t));
-    // mean = sum / N: a composite, so its gradient (1/N everywhere) comes from sum and div.
-    return self.sum(dims, keepdim, t) / static_cast<double>(reduced_numel(self, dims));
-  }, *this);
+  const DType t = dtype.value_or(this->dtype());
+  KILN_CHECK_TYPE(kiln::is_floating_point(t), "mean(): could not infer output dtype. Input dtype must be "
+                  "either a floating point or complex dtype. Got: ", scalar_type_name(t));
+  return MeanFn::apply(*this, dims, keepdim, dtype);
 }
 
 Tensor Tensor::prod(std::optional<DType> dtype) const { return ProdFn::apply(*this, IntArrayRef{}, false, dtype); }
@@ -216,13 +254,8 @@ Tensor Tensor::any(std::int64_t dim, bool keepdim) const { return (*this != 0).s
 Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim) const {
   KILN_CHECK_TYPE(is_floating_point(), "var(): input dtype should be floating point, but got ",
                   scalar_type_name(dtype()));
-  // var = sum((x - mean)^2) / (N - correction), as a composite (two passes, stable).
-  const std::int64_t n = reduced_numel(*this, dims);
-  const double denom = static_cast<double>(std::max<std::int64_t>(n - (unbiased ? 1 : 0), 0));
-  return in_float_math(*this, [&](const Tensor& x) {
-    const Tensor centered = x - x.mean(dims, true);
-    return (centered * centered).sum(dims, keepdim) / denom;
-  });
+  const std::int64_t correction = unbiased ? 1 : 0;
+  return in_float_math(*this, [&](const Tensor& x) { return VarFn::apply(x, dims, correction, keepdim); });
 }
 Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim) const {
   return var(dims, unbiased, keepdim).sqrt();

@@ -42,9 +42,9 @@ void batch_norm_forward_kernel(const Tensor& out, const Tensor& save_mean, const
                                const Tensor& input, const Tensor& weight, const Tensor& bias,
                                const Tensor& running_mean, const Tensor& running_var, double momentum, double eps) {
   const ChannelLayout l = channel_layout(input);
-  const Tensor mean = times(ops::sum(input, l.reduced, true), 1.0 / l.count);
+  // Both statistics in one two-pass kernel, each rounded once (Note [var in two passes]).
+  const auto [var, mean] = ops::var_mean(input, l.reduced, /*correction=*/0, /*keepdim=*/true);
   const Tensor centred = sub(input, mean);
-  const Tensor var = times(ops::sum(mul(centred, centred), l.reduced, true), 1.0 / l.count);
   const Tensor invstd = ops::unary(UnaryOp::Rsqrt, add(var, ops::wrapped_scalar(eps)));
   ops::copy_data(out, add(mul(centred, mul(invstd, ops::view(weight, l.stat))), ops::view(bias, l.stat)));
   const std::int64_t channels = input.sizes()[1];

@@ -30,18 +30,31 @@ namespace kiln::cpu {
 //     0; when a level has taken kSumBlock sums it is added into the next one and emptied, so
 //     no accumulator ever takes more than kSumBlock additions before it is passed on. The
 //     lanes are added pairwise at the end, and the result is rounded once to the output's
-//     dtype.
+//     dtype. A mean (and var, the mean of centred squares) divides the double by its count
+//     before that rounding: a sum rounded to Float32 and then divided rounds twice, which
+//     errs up to a whole ulp where one rounding errs half of one.
 //
 // Error bound, relative to Σ|x_i|: (kSumBlock - 1)·u_T for the block tier, plus
 // (kSumBlock - 1)·L·u_64 for the L levels, plus one rounding to the output: for Float32 about
 // 32·u ≈ 1.9e-6 whatever n is, where one accumulator's bound grows as n·u. The bound is
-// the worst case; the block tier's errors are independent and cancel, so on random data the
-// result is in practice the exact sum rounded once: 3.8e-8 relative on 1e7 uniform values,
+// the worst case; the block tier's errors are usually independent and cancel, so on random
+// data the result is in practice the exact sum rounded once: 3.8e-8 relative on 1e7 uniform values,
 // equal to PyTorch's cascade_sum on the same data, and equal or better on every case of
 // tools/accuracy_report (tests/core/test_reduce_accuracy.cpp checks the bound in every
 // layout). Float64 sums get the same structure, which bounds their error by ~32·(1 + L)·u_64
 // instead of letting it grow with n. The widening costs one conversion and add per lane
 // every 32 rows; a sum of 1e7 floats stays memory-bound (tests/bench/bench_reduce).
+//
+// The errors cancel only when the terms' low bits look random. Squares of values on a coarse
+// grid do not: Float32 data near 1000 sit on a grid of 2^-14, so their deviations from a
+// Float32 mean are k·2^-14 and the squares k²·2^-28, whose low bits follow the residues of
+// squares (every odd k² is 1 mod 8), and the float tier rounds one way more often than the
+// other. Over 1e6 normal values of mean 1000 and std 1 the float tier's sum of squared
+// deviations came out 6.1e-9 to 7.4e-9 too high in each of 16 columns (an eighth of an ulp
+// of var, enough to round it the wrong way now and then); near 10^4 (a grid of 2^-10) it came
+// out 2e-7 too low, three ulps. Full-precision squares of the same data err 4e-10. So var's
+// second pass adds (x - mean)² in double lanes: a block term (what each element adds, below)
+// that is all but exact before the cascade sees it (core/cpu/reduce.cpp, var_mean_kernel).
 //
 // A long sum is cut into pieces of contiguous rows, whose double partials are added in a
 // fixed order; the pieces follow from the sizes alone, so a result does not depend on how
@@ -56,9 +69,50 @@ using WideSum = double;
 
 /// Lanes side by side in the block tier: 256 bytes of accumulators (8 AVX2 or 4 AVX-512
 /// registers), enough independent adds to hide the add latency.
+template <class B>
+inline constexpr std::int64_t kLanesOf = 256 / static_cast<std::int64_t>(sizeof(B));
 template <class T>
-inline constexpr std::int64_t kSumLanes = 256 / static_cast<std::int64_t>(sizeof(BlockSum<T>));
+inline constexpr std::int64_t kSumLanes = kLanesOf<BlockSum<T>>;
 inline constexpr std::int64_t kSumBlock = 32;
+
+// Block terms: what the block tier adds for element v of lane j, and in which type (Block).
+
+/// A sum's term: the value itself, in BlockSum<T>.
+template <class T>
+struct Values {
+  using Block = BlockSum<T>;
+  Block operator()(T v, std::int64_t /*lane*/) const { return to_op_math(v); }
+};
+
+/// The value in double: var's mean, whose error var squares (core/cpu/reduce.cpp).
+template <class T>
+struct WideValues {
+  using Block = WideSum;
+  WideSum operator()(T v, std::int64_t /*lane*/) const { return static_cast<WideSum>(to_op_math(v)); }
+};
+
+/// var's term: the squared deviation from a centre (the mean, kept in double), in double. One
+/// centre for every lane: a contiguous run belongs to one output.
+template <class T>
+struct SquaredDeviations {
+  using Block = WideSum;
+  WideSum centre;
+  WideSum operator()(T v, std::int64_t /*lane*/) const {
+    const WideSum d = static_cast<WideSum>(to_op_math(v)) - centre;
+    return d * d;
+  }
+};
+
+/// The same with a centre per lane: lane j of a row of columns belongs to output j's column.
+template <class T>
+struct SquaredDeviationsPerLane {
+  using Block = WideSum;
+  const WideSum* centres;
+  WideSum operator()(T v, std::int64_t lane) const {
+    const WideSum d = static_cast<WideSum>(to_op_math(v)) - centres[lane];
+    return d * d;
+  }
+};
 
 namespace detail {
 
@@ -106,11 +160,13 @@ class SumCascade {
 };
 
 /// The block tier for `rows` rows of `width` values (width ≤ Width), row r at p + r*stride,
-/// added into out[0..width) (or written there, when Accumulate is false). Full is true when
-/// width == Width, so the lane loops have a compile-time trip count.
-template <bool Full, bool Accumulate, std::int64_t Width, class T>
-void sum_rows_into(const T* p, std::int64_t rows, std::int64_t stride, std::int64_t width, WideSum* out) {
-  using B = BlockSum<T>;
+/// each adding term(value, lane), summed into out[0..width) (or written there, when
+/// Accumulate is false). Full is true when width == Width, so the lane loops have a
+/// compile-time trip count.
+template <bool Full, bool Accumulate, std::int64_t Width, class T, class Term>
+void sum_rows_into(const T* p, std::int64_t rows, std::int64_t stride, std::int64_t width, WideSum* out,
+                   const Term& term) {
+  using B = typename Term::Block;
   const std::int64_t w = Full ? Width : width;
   SumCascade<Width> cascade;
   for (std::int64_t r0 = 0; r0 < rows; r0 += kSumBlock) {
@@ -118,7 +174,7 @@ void sum_rows_into(const T* p, std::int64_t rows, std::int64_t stride, std::int6
     B block[Width] = {};
     for (std::int64_t r = r0; r < r1; ++r) {
       const T* row = p + r * stride;
-      for (std::int64_t j = 0; j < w; ++j) block[j] += to_op_math(row[j]);
+      for (std::int64_t j = 0; j < w; ++j) block[j] += term(row[j], j);
     }
     cascade.add_block(block, w);
   }
@@ -127,33 +183,38 @@ void sum_rows_into(const T* p, std::int64_t rows, std::int64_t stride, std::int6
 
 }  // namespace detail
 
-/// out[j] += Σ_r p[r * stride + j] for j < width ≤ kSumLanes<T>, over `rows` rows.
-template <class T>
-void sum_rows(const T* p, std::int64_t rows, std::int64_t stride, std::int64_t width, WideSum* out) {
-  constexpr std::int64_t L = kSumLanes<T>;
-  if (width == L) detail::sum_rows_into<true, true, L>(p, rows, stride, L, out);
-  else detail::sum_rows_into<false, true, L>(p, rows, stride, width, out);
+/// out[j] += Σ_r term(p[r * stride + j], j) for j < width ≤ kLanesOf<Term::Block>, over
+/// `rows` rows (a plain sum by default).
+template <class T, class Term = Values<T>>
+void sum_rows(const T* p, std::int64_t rows, std::int64_t stride, std::int64_t width, WideSum* out,
+              const Term& term = {}) {
+  constexpr std::int64_t L = kLanesOf<typename Term::Block>;
+  if (width == L) detail::sum_rows_into<true, true, L>(p, rows, stride, L, out, term);
+  else detail::sum_rows_into<false, true, L>(p, rows, stride, width, out, term);
 }
 
-/// Σ p[0..n) for n contiguous values, as a WideSum (round it once to the output's dtype).
-template <class T>
-WideSum sum_contiguous(const T* p, std::int64_t n) {
-  constexpr std::int64_t L = kSumLanes<T>;
+/// Σ term(p[i]) over n contiguous values (a plain sum by default), as a WideSum (round it
+/// once to the output's dtype).
+template <class T, class Term = Values<T>>
+WideSum sum_contiguous(const T* p, std::int64_t n, const Term& term = {}) {
+  constexpr std::int64_t L = kLanesOf<typename Term::Block>;
   std::array<WideSum, L> lanes;
   const std::int64_t rows = n / L;
   if (rows <= kSumBlock) {
     // One block (a softmax row, a short bias): the cascade would pass its lane sums on
     // unchanged, so they go straight to double, with the same result and none of its cost.
-    using B = BlockSum<T>;
+    using B = typename Term::Block;
     B block[L] = {};
     for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t j = 0; j < L; ++j) block[j] += to_op_math(p[r * L + j]);
+      for (std::int64_t j = 0; j < L; ++j) block[j] += term(p[r * L + j], j);
     }
     for (std::int64_t j = 0; j < L; ++j) lanes[static_cast<std::size_t>(j)] = static_cast<WideSum>(block[j]);
   } else {
-    detail::sum_rows_into<true, false, L>(p, rows, L, L, lanes.data());
+    detail::sum_rows_into<true, false, L>(p, rows, L, L, lanes.data(), term);
   }
-  for (std::int64_t i = rows * L; i < n; ++i) lanes[static_cast<std::size_t>(i - rows * L)] += static_cast<WideSum>(to_op_math(p[i]));
+  for (std::int64_t i = rows * L; i < n; ++i) {
+    lanes[static_cast<std::size_t>(i - rows * L)] += static_cast<WideSum>(term(p[i], i - rows * L));
+  }
   // The lanes pairwise: log2(L) levels of one addition each.
   for (std::int64_t half = L / 2; half > 0; half /= 2) {
     for (std::int64_t j = 0; j < half; ++j) lanes[static_cast<std::size_t>(j)] += lanes[static_cast<std::size_t>(j + half)];

@@ -19,6 +19,7 @@ void fill_kernel(const Tensor& dst, const Scalar& value);
 void arange_kernel(const Tensor& out, const Scalar& start, const Scalar& step);
 void arg_reduce_kernel(const Tensor& values, const Tensor& indices, const Tensor& in,
                        std::int64_t dim, bool is_max);
+void var_mean_kernel(const Tensor& var, const Tensor& mean, const Tensor& in, IntArrayRef dims, double divisor);
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
 void bmm_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu);
 void cat_kernel(const Tensor& out, const TensorList& inputs, std::int64_t dim);

@@ -16,6 +16,7 @@ void register_kernels(BackendKernels& t) {
   t.fill = &fill_kernel;
   t.arange = &arange_kernel;
   t.arg_reduce = &arg_reduce_kernel;
+  t.var_mean = &var_mean_kernel;
   t.bmm = &bmm_kernel;
   t.cat = &cat_kernel;
   t.index_select = &index_select_kernel;

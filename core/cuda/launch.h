@@ -42,6 +42,7 @@ struct Reduction {
   std::int64_t inner_sizes[kMaxDims], inner_strides[kMaxDims];
   int outer_dims = 0, inner_dims = 0;
   std::int64_t outputs = 0, inner = 0;
+  double divisor = 1;  // a floating sum's result is divided by it (a mean's count)
 };
 
 /// Launchers, one per kernel family (defined in the .cu files). Each returns false, launching

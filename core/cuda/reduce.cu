@@ -92,6 +92,16 @@ __device__ inline std::int64_t inner_offset(const Reduction& r, std::int64_t j) 
   return off;
 }
 
+/// The value written for an output: a floating sum divided by r.divisor (in double, so the
+/// division itself adds no rounding before the conversion to T), anything else as it is.
+template <class T, class A>
+__device__ T result(A value, const Reduction& r) {
+  if constexpr (std::is_floating_point_v<A>) {
+    if (r.divisor != 1) return convert<T>(static_cast<double>(value) / r.divisor);
+  }
+  return convert<T>(value);
+}
+
 /// One thread per output.
 template <class T, class A, class Op>
 __global__ void reduce_thread_per_output(Reduction r) {
@@ -100,7 +110,7 @@ __global__ void reduce_thread_per_output(Reduction r) {
     const T* in = reinterpret_cast<const T*>(r.in) + outer_offset(r, o, true);
     ThreadAccumulator<A, Op> acc;
     for (std::int64_t j = 0; j < r.inner; ++j) acc.add(convert<A>(in[inner_offset(r, j)]));
-    reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = convert<T>(acc.value);
+    reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = result<T>(acc.value, r);
   }
 }
 
@@ -119,7 +129,7 @@ __global__ void reduce_block_per_output(Reduction r) {
       if (threadIdx.x < half) partial[threadIdx.x] = Op::combine(partial[threadIdx.x], partial[threadIdx.x + half]);
       __syncthreads();
     }
-    if (threadIdx.x == 0) reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = convert<T>(partial[0]);
+    if (threadIdx.x == 0) reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = result<T>(partial[0], r);
     __syncthreads();
   }
 }

@@ -162,10 +162,11 @@ void arange(const Tensor& out, const Scalar& start, const Scalar& step) {
 }
 
 template <ReduceOp Op>
-void reduce(const Tensor& out, const Tensor& in, IntArrayRef dims) {
+void reduce(const Tensor& out, const Tensor& in, IntArrayRef dims, double divisor) {
   if (out.numel() == 0) return;
   OnDevice on(out);
   Reduction r{};
+  r.divisor = divisor;
   r.out = static_cast<char*>(out.raw_data_ptr());
   r.in = static_cast<const char*>(in.numel() == 0 ? nullptr : in.raw_data_ptr());
   r.outputs = out.numel();

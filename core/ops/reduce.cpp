@@ -5,6 +5,7 @@
 
 #include "core/ops/allocate.h"
 #include "core/ops/copy.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/view.h"
 
 namespace kiln::ops {
@@ -27,7 +28,7 @@ const char* reduce_name(ReduceOp op) {
   return names[static_cast<int>(op)];
 }
 
-Tensor reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, DType out_dtype) {
+Tensor reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, DType out_dtype, double divisor = 1) {
   const Shape wrapped = wrap_dims(dims, x.dim());
   if (op == ReduceOp::Amax || op == ReduceOp::Amin) {
     for (auto d : wrapped) {
@@ -42,7 +43,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, DTyp
   const Shape kept = reduced_shape(x.sizes(), wrapped, true);
   Tensor out_kept = make_view(out, kept, contiguous_strides(kept), 0, reduce_name(op));
   require_kernel(kernels_for(x.device().type()).reduce[static_cast<int>(op)], reduce_name(op),
-                 x.device())(out_kept, to_dtype(x, out_dtype), wrapped);
+                 x.device())(out_kept, to_dtype(x, out_dtype), wrapped, divisor);
   return out;
 }
 
@@ -52,6 +53,42 @@ DType integral_to_long(DType t) { return is_floating_point(t) ? t : DType::Int64
 
 Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype) {
   return reduce(ReduceOp::Sum, x, dims, keepdim, dtype.value_or(integral_to_long(x.dtype())));
+}
+
+Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, double divisor, std::optional<DType> dtype) {
+  const DType t = dtype.value_or(x.dtype());
+  KILN_CHECK_TYPE(is_floating_point(t), "mean(): could not infer output dtype. Input dtype must be either a "
+                  "floating point or complex dtype. Got: ", scalar_type_name(t));
+  return reduce(ReduceOp::Sum, x, dims, keepdim, t, divisor);
+}
+
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims, std::int64_t correction, bool keepdim,
+                                    bool with_mean) {
+  KILN_CHECK_TYPE(is_floating_point(x.dtype()), "var(): input dtype should be floating point, but got ",
+                  scalar_type_name(x.dtype()));
+  const Shape wrapped = wrap_dims(dims, x.dim());
+  std::int64_t n = 1;
+  for (auto d : wrapped) n *= x.sizes()[d];
+  const auto divisor = static_cast<double>(std::max<std::int64_t>(n - correction, 0));
+  const Shape shape = reduced_shape(x.sizes(), wrapped, keepdim);
+  const VarMeanKernel kernel = has_data(x.device()) ? kernels_for(x.device().type()).var_mean : nullptr;
+  if (kernel == nullptr && has_data(x.device())) {
+    // Composed: the mean, the centred squares, their mean with N - correction as its count.
+    const Tensor mean = ops::mean(x, wrapped, true, static_cast<double>(n));
+    const Tensor centred = binary(BinaryOp::Sub, x, mean);
+    const Tensor var = ops::mean(binary(BinaryOp::Mul, centred, centred), wrapped, keepdim, divisor);
+    if (!with_mean) return {var, Tensor()};
+    return {var, keepdim ? mean : reshape(mean, shape)};
+  }
+  Tensor var = empty_output(shape, x.dtype(), x.device(), "var");
+  Tensor mean = with_mean ? empty_output(shape, x.dtype(), x.device(), "var_mean") : Tensor();
+  if (!has_data(x.device())) return {var, mean};
+  // The kernel writes through keepdim-shaped views of the same memory.
+  const Shape kept = reduced_shape(x.sizes(), wrapped, true);
+  const Shape strides = contiguous_strides(kept);
+  kernel(make_view(var, kept, strides, 0, "var"), with_mean ? make_view(mean, kept, strides, 0, "var_mean") : Tensor(),
+         x, wrapped, divisor);
+  return {var, mean};
 }
 
 Tensor prod(const Tensor& x, IntArrayRef dims, bool keepdim, std::optional<DType> dtype) {

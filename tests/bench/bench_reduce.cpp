@@ -62,7 +62,43 @@ void BM_SumFirstDim(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(x.sum({0}).raw_data_ptr());
   set_bytes(state, rows * cols);
 }
-BENCHMARK(BM_SumFirstDim)->Args({128, 512})->Args({4096, 1024})->Args({1'000'000, 4})->UseRealTime();
+BENCHMARK(BM_SumFirstDim)->Args({128, 512})->Args({4096, 1024})->Args({1'000'000, 4})->Args({1'000'000, 2})->UseRealTime();
+
+// Narrow layout B (a [N, 2] tensor over dim 0: the held-out accuracy probe's layout of issue
+// 32) as mean and var: mean is one pass; var is the two-pass composite (the mean, then the
+// centred squares), so its floor is a few memcpys, not one.
+void BM_MeanFirstDim(benchmark::State& state) {
+  const std::int64_t rows = state.range(0), cols = state.range(1);
+  Tensor x = rand({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(x.mean({0}).raw_data_ptr());
+  set_bytes(state, rows * cols);
+}
+BENCHMARK(BM_MeanFirstDim)->Args({1'000'000, 2})->UseRealTime();
+
+void BM_VarFirstDim(benchmark::State& state) {
+  const std::int64_t rows = state.range(0), cols = state.range(1);
+  Tensor x = rand({rows, cols});
+  for (auto _ : state) benchmark::DoNotOptimize(x.var({0}).raw_data_ptr());
+  set_bytes(state, rows * cols);
+}
+BENCHMARK(BM_VarFirstDim)->Args({1'000'000, 2})->Args({4096, 1024})->UseRealTime();
+
+void BM_VarAll(benchmark::State& state) {
+  Tensor x = rand({state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(x.var({0}).raw_data_ptr());
+  set_bytes(state, state.range(0));
+}
+BENCHMARK(BM_VarAll)->Arg(1'000'000)->UseRealTime();
+
+// A reduced dim between kept ones: [B, T, C] over T (a mean over a sequence), here with a
+// narrow C and with a wide one.
+void BM_SumMiddleDim(benchmark::State& state) {
+  const std::int64_t b = state.range(0), t = state.range(1), c = state.range(2);
+  Tensor x = rand({b, t, c});
+  for (auto _ : state) benchmark::DoNotOptimize(x.sum({1}).raw_data_ptr());
+  set_bytes(state, b * t * c);
+}
+BENCHMARK(BM_SumMiddleDim)->Args({1000, 1000, 2})->Args({16, 256, 512})->UseRealTime();
 
 // Layout C: batch norm's per-channel reduction of [N, C, H, W] over {0, 2, 3}.
 void BM_SumChannels(benchmark::State& state) {
