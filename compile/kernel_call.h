@@ -27,7 +27,7 @@ namespace kiln::compiler {
 enum class KernelFamily : std::uint8_t {
   Unary, Binary, Reduce, Where, Copy, Fill, Arange, ArgReduce, VarMean, Bmm, BmmBias, Cat, IndexSelect, IndexAdd,
   Gather, Scatter, Im2Col, Col2Im, MaxPool, MaxPoolBackward, MaxPoolBackwardRelu, ConvForward, ConvForwardRelu,
-  ConvBackwardInput, ConvBackwardWeight,
+  ConvBackwardInput, ConvBackwardWeight, ConvBackwardWeightBias,
   BatchNormForward, BatchNormBackward, PoolForward, PoolBackward, LstmCellForward, LstmCellBackward,
   SoftmaxForward, SoftmaxBackward, LayerNormForward, LayerNormBackward, Random, Adam, Sgd, Unscale,
   Fused,  // made by a pass (compile/passes/)
@@ -137,6 +137,8 @@ class TypedCall final : public KernelCall {
     copy->args_ = args_;
     return copy;
   }
+  /// The arguments as stored (an IntArrayRef as a vector): what a pass reads to match a call.
+  const auto& arguments() const { return args_; }
   std::string attributes() const override {
     std::ostringstream os;
     bool first = true;

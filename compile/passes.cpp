@@ -14,6 +14,8 @@ const std::vector<Pass>& all_passes() {
       {"fuse_pool_relu_backward", &fuse_pool_relu_backward,
        "max_pool2d_backward + threshold_backward as one kernel, masked on the pooled values"},
       {"fuse_linear", &fuse_linear, "bmm + bias add [+ relu] as one kernel (oneDNN's bias and post-op)"},
+      {"fuse_conv_bias_backward", &fuse_conv_bias_backward,
+       "conv2d.backward_weight + the bias gradient's sum as one kernel (oneDNN's diff_bias; sums in its own order)"},
       {"plan_memory", &plan_memory, "every temporary in one arena: a replay allocates nothing"},
   };
   return passes;

@@ -3,7 +3,9 @@
 // saying what it assumes. They run in the order listed; KILN_COMPILE_PASSES picks them
 // ("all", "none", or a comma-separated list such as "fuse_conv_relu,plan_memory"), so each
 // can be switched off to measure it or to find a bug. Every pass keeps the step's results
-// exactly (tests/compile runs each graph before and after its pass on the same inputs).
+// exactly (tests/compile runs each graph before and after its pass on the same inputs), except
+// where its Note says it changes a reduction's order (fuse_conv_bias_backward, on oneDNN's
+// route): such a pass is tested against Float64 instead.
 // Read next: compile/passes/plan_memory.cpp.
 #pragma once
 
@@ -20,6 +22,9 @@ void fuse_conv_relu(Graph& g);
 void fuse_pool_relu_backward(Graph& g);
 /// bmm + bias add [+ relu] (nn::Linear's forward) as one kernel (Note [Linear in one kernel]).
 void fuse_linear(Graph& g);
+/// conv2d.backward_weight + the bias gradient's sum as one kernel (Note [The bias gradient inside
+/// the weight gradient]).
+void fuse_conv_bias_backward(Graph& g);
 /// Places every temporary in one arena: a replay allocates nothing (Note [One arena per step]).
 void plan_memory(Graph& g);
 

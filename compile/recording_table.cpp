@@ -101,6 +101,8 @@ BackendKernels build() {
   wrap<Grouped<&K::conv2d, &ConvKernels::backward_input, F::ConvBackwardInput>>(t.conv2d.backward_input);
   wrap<Grouped<&K::conv2d, &ConvKernels::backward_weight, F::ConvBackwardWeight>>(t.conv2d.backward_weight);
   wrap<Grouped<&K::conv2d, &ConvKernels::forward_relu, F::ConvForwardRelu>>(t.conv2d.forward_relu);
+  wrap<Grouped<&K::conv2d, &ConvKernels::backward_weight_bias, F::ConvBackwardWeightBias>>(
+      t.conv2d.backward_weight_bias);
   wrap<Grouped<&K::batch_norm, &BatchNormKernels::forward, F::BatchNormForward>>(t.batch_norm.forward);
   wrap<Grouped<&K::batch_norm, &BatchNormKernels::backward, F::BatchNormBackward>>(t.batch_norm.backward);
   wrap<Grouped<&K::pool2d, &PoolKernels::forward, F::PoolForward>>(t.pool2d.forward);
@@ -119,11 +121,11 @@ BackendKernels build() {
 }
 
 // A kernel added to BackendKernels must be recorded above too (and named in KernelFamily):
-// this tripwire counts the table's pointers — the three op arrays, 18 single kernels, 14 in
+// this tripwire counts the table's pointers — the three op arrays, 18 single kernels, 15 in
 // the six groups, 4 after the route flags — and the flags' bytes, padded to a pointer.
 constexpr std::size_t kPointers = static_cast<std::size_t>(UnaryOp::kCount) +
                                   static_cast<std::size_t>(BinaryOp::kCount) +
-                                  static_cast<std::size_t>(ReduceOp::kCount) + 18 + 14 + 4;
+                                  static_cast<std::size_t>(ReduceOp::kCount) + 18 + 15 + 4;
 constexpr std::size_t kFlagBytes = (static_cast<std::size_t>(backends::OpFamily::kCount) + sizeof(void*) - 1) /
                                    sizeof(void*) * sizeof(void*);
 static_assert(sizeof(BackendKernels) == kPointers * sizeof(void*) + kFlagBytes,

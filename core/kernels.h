@@ -96,12 +96,19 @@ struct ConvKernels {
                                  const Tensor& weight, const Im2ColGeometry& g, std::int64_t groups);
   using BackwardWeight = void (*)(const Tensor& grad_weight, const Tensor& grad_output,
                                   const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
+  using BackwardWeightBias = void (*)(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
+                                      const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
   Forward forward = nullptr;
   BackwardInput backward_input = nullptr;
   BackwardWeight backward_weight = nullptr;
   /// The forward with relu applied to its output as it is written (oneDNN's eltwise post-op):
   /// one pass instead of two. A fused kernel for compiled steps (compile/passes/); optional.
   Forward forward_relu = nullptr;
+  /// The weight gradient and the bias gradient (grad_output summed over N, H and W into a
+  /// contiguous [1, O, 1, 1]) from one read of grad_output (oneDNN's diff_bias). A fused kernel
+  /// for compiled steps; optional. oneDNN sums in its own order (Note [The bias gradient inside
+  /// the weight gradient] in compile/passes/fuse_conv_bias_backward.cpp).
+  BackwardWeightBias backward_weight_bias = nullptr;
 };
 // Training-mode batch normalisation: input [N, C, *] contiguous; weight, bias and the statistics [C] in the statistics dtype (input's,
 // or Float32 for Float16/BFloat16 inputs, as cuDNN wants); save_mean

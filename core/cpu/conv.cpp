@@ -77,4 +77,13 @@ void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad
              groups);
 }
 
+// Both gradients as the two kernels make them: the reference for oneDNN's diff_bias, and
+// exactly what the unfused pair computes (the bias by Kiln's own sum over N, H and W).
+void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
+                                        const Tensor& input, const Im2ColGeometry& g, std::int64_t groups) {
+  conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
+  const ReduceKernel sum = registered_kernels(DeviceType::CPU).reduce[static_cast<std::size_t>(ReduceOp::Sum)];
+  sum(grad_bias, grad_output, {0, 2, 3}, 1.0);
+}
+
 }  // namespace kiln::cpu

@@ -80,6 +80,24 @@ void pad_plane(const T* plane, std::int64_t height, std::int64_t width, std::int
   for (std::int64_t y = 0; y < height; ++y) widen(plane + y * width, width, out + (y + pad_top) * padded_width + pad_left);
 }
 
+/// The sum of a plane of `rows` rows of `width` floats: each row in float lanes, the rows in
+/// double, so the error stays that of a row's few dozen terms (Kiln's cascade sum does better
+/// than a float accumulator over a whole image; this must not do worse).
+double plane_sum(const float* plane, std::int64_t rows, std::int64_t width) {
+  double sum = 0;
+  for (std::int64_t y = 0; y < rows; ++y) {
+    const float* row = plane + y * width;
+    Lanes lanes{};
+    std::int64_t x = 0;
+    for (; x + kLanes <= width; x += kLanes) lanes += load(row + x);
+    float row_sum = 0;
+    for (std::int64_t l = 0; l < kLanes; ++l) row_sum += lanes[l];
+    for (; x < width; ++x) row_sum += row[x];
+    sum += row_sum;
+  }
+  return sum;
+}
+
 /// One input plane's taps at unit stride, for a kernel of KH x KW known at compile time:
 /// tap (i, j) += dy[y, x..x+8) * in[y·sh + i·dh, x + j·dw..+8) over every row and chunk. The
 /// KH·KW accumulators stay in registers and each chunk of dy is loaded once for all taps;
@@ -157,13 +175,14 @@ void forward_rows(const float* image, std::int64_t channels, const PaddedImage& 
 // channel c adds dy[y, x..x+8) * x_padded[c, y + i·dh, x + j·dw..+8) into its own lane
 // accumulator. Other strides walk the columns one by one.
 template <class T>
-void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
-                          const Im2ColGeometry& g) {
+void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
+                          const Tensor& input, const Im2ColGeometry& g) {
   const std::int64_t N = input.sizes()[0], C = input.sizes()[1], O = grad_weight.sizes()[0];
   const std::int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w, KH = g.kernel_h, KW = g.kernel_w;
   const T* x = input.data_ptr<T>();
   const T* dy = grad_output.data_ptr<T>();
   T* dw = grad_weight.data_ptr<T>();
+  T* db = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
   const std::int64_t taps = C * KH * KW;
   const bool unit_stride = g.stride_w == 1;
   const PaddedImage padded(g);
@@ -173,10 +192,13 @@ void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, 
     std::vector<float> padded_dy(static_cast<std::size_t>(OH * dy_width));
     std::vector<Lanes> lanes(static_cast<std::size_t>(taps));
     std::vector<double> acc(static_cast<std::size_t>((o_end - o_begin) * taps), 0.0);
+    std::vector<double> bias_acc(static_cast<std::size_t>(o_end - o_begin), 0.0);
     for (std::int64_t n = 0; n < N; ++n) {
       padded.pad_image(x + n * C * H * W, C, g, padded_input.data());
       for (std::int64_t o = o_begin; o < o_end; ++o) {
         pad_plane(dy + (n * O + o) * OH * OW, OH, OW, 0, 0, dy_width, padded_dy.data(), OH);
+        // The bias gradient while the plane is in cache (its padding is zeros).
+        if (db != nullptr) bias_acc[static_cast<std::size_t>(o - o_begin)] += plane_sum(padded_dy.data(), OH, dy_width);
         std::fill(lanes.begin(), lanes.end(), Lanes{});
         for (std::int64_t c = 0; c < C; ++c) {
           const float* plane = padded_input.data() + c * in_height * in_width;
@@ -214,6 +236,7 @@ void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, 
       for (std::int64_t t = 0; t < taps; ++t) {
         dw[o * taps + t] = from_op_math<T>(static_cast<float>(acc[static_cast<std::size_t>((o - o_begin) * taps + t)]));
       }
+      if (db != nullptr) db[o] = from_op_math<T>(static_cast<float>(bias_acc[static_cast<std::size_t>(o - o_begin)]));
     }
   });
 }
@@ -303,10 +326,10 @@ bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t grou
 }
 
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
-                                 const Im2ColGeometry& g) {
+                                 const Im2ColGeometry& g, const Tensor& grad_bias) {
   if (grad_weight.is_meta()) return;  // a planned step: no scratch beyond std::vectors
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_weight_gradient", [&]<typename T>() {
-    thin_weight_gradient<T>(grad_weight, grad_output, input, g);
+    thin_weight_gradient<T>(grad_weight, grad_bias, grad_output, input, g);
   });
 }
 

@@ -41,6 +41,8 @@ void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_o
                                   const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                    const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
+                                        const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
 /// At most this many taps per output channel (C/groups · kh · kw) make a convolution "thin" (a
 /// first layer): so little arithmetic per output that writing the output bounds it, and its
 /// forward and weight gradient are faster as Kiln's direct kernels than as a GEMM or oneDNN
@@ -52,9 +54,10 @@ bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t grou
 /// `relu` relu applied to each result as it is stored.
 void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                          const Im2ColGeometry& g, bool relu = false);
-/// The weight gradient of a thin convolution (contiguous tensors).
+/// The weight gradient of a thin convolution (contiguous tensors), and with `grad_bias`
+/// defined (contiguous, O values) the bias gradient from the same read of grad_output.
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
-                                 const Im2ColGeometry& g);
+                                 const Im2ColGeometry& g, const Tensor& grad_bias = Tensor());
 void batch_norm_forward_kernel(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
                                const Tensor& input, const Tensor& weight, const Tensor& bias,
                                const Tensor& running_mean, const Tensor& running_var, double momentum, double eps);

@@ -25,7 +25,7 @@ namespace {
 // output is still in registers.
 enum class Pass : std::int64_t {
   Forward = 10, BackwardData = 11, BackwardWeights = 12, ForwardWithBias = 13, ForwardRelu = 14,
-  ForwardWithBiasRelu = 15
+  ForwardWithBiasRelu = 15, BackwardWeightsBias = 16
 };
 
 struct ConvDims {
@@ -102,16 +102,19 @@ Prepared build_backward_data(const ConvDims& d, DType dtype) {
                    {DNNL_ARG_DIFF_SRC, contiguous_desc(d.src, dtype), pd.diff_src_desc(), /*is_output=*/true}});
 }
 
-Prepared build_backward_weights(const ConvDims& d, DType dtype) {
+/// The weight gradient, and with `with_bias` the bias gradient from the same read of diff_dst.
+Prepared build_backward_weights(const ConvDims& d, DType dtype, bool with_bias) {
+  const dnnl::memory::desc bias = with_bias ? contiguous_desc({d.dst[1]}, dtype) : dnnl::memory::desc();
   const dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, any_desc(d.src, dtype),
-                                                      any_desc(d.weights, dtype), any_desc(d.dst, dtype), d.strides,
-                                                      d.dilates, d.pad_left, d.pad_right);
+                                                      any_desc(d.weights, dtype), bias, any_desc(d.dst, dtype),
+                                                      d.strides, d.dilates, d.pad_left, d.pad_right);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, attributes(), engine(), forward_pd(d, dtype));
-  return Prepared(dnnl::convolution_backward_weights(pd), pd,
-                  {{DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
-                   {DNNL_ARG_DIFF_DST, contiguous_desc(d.dst, dtype), pd.diff_dst_desc()},
-                   {DNNL_ARG_DIFF_WEIGHTS, contiguous_desc(d.weights, dtype), pd.diff_weights_desc(),
-                    /*is_output=*/true}});
+  std::vector<Argument> arguments{
+      {DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
+      {DNNL_ARG_DIFF_DST, contiguous_desc(d.dst, dtype), pd.diff_dst_desc()},
+      {DNNL_ARG_DIFF_WEIGHTS, contiguous_desc(d.weights, dtype), pd.diff_weights_desc(), /*is_output=*/true}};
+  if (with_bias) arguments.push_back({DNNL_ARG_DIFF_BIAS, bias, pd.diff_bias_desc(), /*is_output=*/true});
+  return Prepared(dnnl::convolution_backward_weights(pd), pd, std::move(arguments));
 }
 
 /// Whether every tensor of the call fits oneDNN's int32 sizes (Note [oneDNN's 32-bit sizes]);
@@ -138,9 +141,10 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
       case Pass::ForwardRelu: return build_forward(d, dtype, /*with_bias=*/false, /*relu=*/true);
       case Pass::ForwardWithBiasRelu: return build_forward(d, dtype, /*with_bias=*/true, /*relu=*/true);
       case Pass::BackwardData: return build_backward_data(d, dtype);
+      case Pass::BackwardWeightsBias: return build_backward_weights(d, dtype, /*with_bias=*/true);
       case Pass::BackwardWeights: break;
     }
-    return build_backward_weights(d, dtype);
+    return build_backward_weights(d, dtype, /*with_bias=*/false);
   });
   if (!entry) count_fallback();
   return entry;
@@ -203,6 +207,24 @@ void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad
   if (!p) return cpu::conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
   p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
           {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}});
+}
+
+void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
+                                        const Tensor& input, const Im2ColGeometry& g, std::int64_t groups) {
+  if (cpu::conv2d_is_thin(input, grad_weight, groups)) {
+    return cpu::thin_conv2d_weight_gradient(grad_weight, grad_output, input, g, grad_bias);
+  }
+  const auto p = all_fit_int32({input, grad_output, grad_weight})
+                     ? prepared(Pass::BackwardWeightsBias, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups)
+                     : nullptr;
+  if (!p) {
+    // What the unfused pair computes on this route: the weight gradient, then Kiln's sum.
+    conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
+    const ReduceKernel sum = registered_kernels(DeviceType::CPU).reduce[static_cast<std::size_t>(ReduceOp::Sum)];
+    return sum(grad_bias, grad_output, {0, 2, 3}, 1.0);
+  }
+  p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
+          {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}});
 }
 
 }  // namespace kiln::onednn

@@ -19,5 +19,7 @@ void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_o
                                   const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                    const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
+                                        const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
 
 }  // namespace kiln::onednn
