@@ -33,6 +33,7 @@ const char* family_name(KernelFamily f) {
     case KernelFamily::MaxPoolBackwardRelu: return "max_pool2d_backward_relu";
     case KernelFamily::ConvForward: return "conv2d.forward";
     case KernelFamily::ConvForwardRelu: return "conv2d.forward_relu";
+    case KernelFamily::ConvForwardReluMaxPool: return "conv2d.forward_relu_max_pool";
     case KernelFamily::ConvBackwardInput: return "conv2d.backward_input";
     case KernelFamily::ConvBackwardWeight: return "conv2d.backward_weight";
     case KernelFamily::ConvBackwardWeightBias: return "conv2d.backward_weight_bias";
@@ -93,6 +94,7 @@ Effects effects_of(KernelFamily f) {
     case KernelFamily::Col2Im: return {bits({0}), bits({0})};  // sums windows into an output zeroed before
     case KernelFamily::MaxPool: return {bits({0, 1}), 0};
     case KernelFamily::ConvBackwardWeightBias: return {bits({0, 1}), 0};
+    case KernelFamily::ConvForwardReluMaxPool: return {bits({0, 1}), 0};
     case KernelFamily::BatchNormForward: return {bits({0, 1, 2, 6, 7}), bits({6, 7})};  // running stats move
     case KernelFamily::BatchNormBackward: return {bits({0, 1, 2}), 0};
     case KernelFamily::LstmCellForward: return {bits({0, 1, 2}), 0};

@@ -27,7 +27,7 @@ namespace kiln::compiler {
 enum class KernelFamily : std::uint8_t {
   Unary, Binary, Reduce, Where, Copy, Fill, Arange, ArgReduce, VarMean, Bmm, BmmBias, Cat, IndexSelect, IndexAdd,
   Gather, Scatter, Im2Col, Col2Im, MaxPool, MaxPoolBackward, MaxPoolBackwardRelu, ConvForward, ConvForwardRelu,
-  ConvBackwardInput, ConvBackwardWeight, ConvBackwardWeightBias,
+  ConvForwardReluMaxPool, ConvBackwardInput, ConvBackwardWeight, ConvBackwardWeightBias,
   BatchNormForward, BatchNormBackward, PoolForward, PoolBackward, LstmCellForward, LstmCellBackward,
   SoftmaxForward, SoftmaxBackward, LayerNormForward, LayerNormBackward, Random, Adam, Sgd, Unscale,
   Fused,  // made by a pass (compile/passes/)

@@ -13,6 +13,8 @@ const std::vector<Pass>& all_passes() {
       {"fuse_conv_relu", &fuse_conv_relu, "conv2d.forward + relu as one kernel (oneDNN's post-op)"},
       {"fuse_pool_relu_backward", &fuse_pool_relu_backward,
        "max_pool2d_backward + threshold_backward as one kernel, masked on the pooled values"},
+      {"fuse_conv_pool", &fuse_conv_pool,
+       "conv2d.forward_relu + a 2x2 max pool as one kernel (a thin first layer's rows pooled as they are made)"},
       {"fuse_linear", &fuse_linear, "bmm + bias add [+ relu] as one kernel (oneDNN's bias and post-op)"},
       {"fuse_conv_bias_backward", &fuse_conv_bias_backward,
        "conv2d.backward_weight + the bias gradient's sum as one kernel (oneDNN's diff_bias; sums in its own order)"},

@@ -20,6 +20,9 @@ namespace kiln::compiler {
 void fuse_conv_relu(Graph& g);
 /// max_pool2d_backward + relu's backward as one kernel (Note [Relu's backward through a max pool]).
 void fuse_pool_relu_backward(Graph& g);
+/// conv2d.forward_relu + a 2x2 max pool as one kernel on the thin route, once relu's backward
+/// reads the pool's values (Note [A thin convolution pooled as it is made]).
+void fuse_conv_pool(Graph& g);
 /// bmm + bias add [+ relu] (nn::Linear's forward) as one kernel (Note [Linear in one kernel]).
 void fuse_linear(Graph& g);
 /// conv2d.backward_weight + the bias gradient's sum as one kernel (Note [The bias gradient inside

@@ -98,6 +98,9 @@ struct ConvKernels {
                                   const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
   using BackwardWeightBias = void (*)(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
                                       const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
+  using ForwardReluMaxPool = void (*)(const Tensor& values, const Tensor& indices, const Tensor& input,
+                                      const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+                                      const Im2ColGeometry& pool, std::int64_t groups);
   Forward forward = nullptr;
   BackwardInput backward_input = nullptr;
   BackwardWeight backward_weight = nullptr;
@@ -109,6 +112,10 @@ struct ConvKernels {
   /// for compiled steps; optional. oneDNN sums in its own order (Note [The bias gradient inside
   /// the weight gradient] in compile/passes/fuse_conv_bias_backward.cpp).
   BackwardWeightBias backward_weight_bias = nullptr;
+  /// forward_relu, then max_pool2d (MaxPoolKernel's values and indices) with geometry `pool`
+  /// over its output: for a thin first layer one pass that never stores the convolution's
+  /// output (Note [A thin convolution pooled as it is made]). A fused kernel; optional.
+  ForwardReluMaxPool forward_relu_max_pool = nullptr;
 };
 // Training-mode batch normalisation: input [N, C, *] contiguous; weight, bias and the statistics [C] in the statistics dtype (input's,
 // or Float32 for Float16/BFloat16 inputs, as cuDNN wants); save_mean

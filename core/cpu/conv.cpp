@@ -86,4 +86,16 @@ void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor&
   sum(grad_bias, grad_output, {0, 2, 3}, 1.0);
 }
 
+// The two kernels the table has, with the convolution's output in a temporary: the reference
+// for the thin route's pooled forward (core/cpu/conv_thin.cpp).
+void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
+                                         const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+                                         const Im2ColGeometry& pool, std::int64_t groups) {
+  const BackendKernels& kernels = registered_kernels(DeviceType::CPU);
+  const Tensor out = ops::empty_output({input.sizes()[0], weight.sizes()[0], g.out_h, g.out_w}, input.dtype(),
+                                       input.device(), "convolution");
+  kernels.conv2d.forward_relu(out, input, weight, bias, g, groups);
+  kernels.max_pool2d(values, indices, out, pool);
+}
+
 }  // namespace kiln::cpu

@@ -20,7 +20,9 @@
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/select.h"
 #include "core/dispatch.h"
+#include "core/error.h"
 #include "core/half.h"
 
 namespace kiln::cpu {
@@ -246,13 +248,80 @@ void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_bias, co
 // per chunk and 8 channels at a time; one output at a time otherwise) and written to the
 // output once, in NCHW, bias included. oneDNN's kernel for the CNN's conv1 writes a blocked
 // output that then takes a second pass to reorder to NCHW (1.3 ms + 2.2 ms per step).
+/// Where a pooled forward writes: the 2x2 / stride 2 max pool of the relu'd output, whose
+/// plane is out_h x out_w (the convolution's rows 0..2·out_h and columns 0..2·out_w).
+template <class T>
+struct PooledOutput {
+  T* values;
+  std::int64_t* indices;
+  std::int64_t out_h, out_w;
+};
+
+/// Pooled row `py` of `count` planes (first_plane onward) from their relu'd convolution rows:
+/// `top` and `bottom` hold rows 2·py and 2·py + 1 of each plane, row_width floats apart. By
+/// max_pool2d_kernel's rule and order (core/cpu/pool.cpp: each row's maximum over its two
+/// columns, then the lower row's if it beats the upper's; the first maximum and the first NaN
+/// win), on the values as they would have been stored in T. The planes' rows are one run of
+/// column pairs (row_width is even), so the compare loop is long, branch-free (select.h) and
+/// vectorises, as the pool's own horizontal pass does; `best` and `best_at` hold its results.
+template <class T>
+void pool_row_pairs(const float* top, const float* bottom, std::int64_t count, std::int64_t row_width,
+                    std::int64_t conv_width, std::int64_t py, std::int64_t first_plane, const PooledOutput<T>& pool,
+                    float* best, std::int32_t* best_at) {
+  const auto stored = [](float v) { return to_op_math(from_op_math<T>(select(v < 0.0f, 0.0f, v))); };
+  const std::int64_t pairs = count * row_width / 2;
+  const std::int32_t below = static_cast<std::int32_t>(conv_width);
+  for (std::int64_t q = 0; q < pairs; ++q) {
+    const float t0 = stored(top[2 * q]), t1 = stored(top[2 * q + 1]);
+    const float b0 = stored(bottom[2 * q]), b1 = stored(bottom[2 * q + 1]);
+    const bool right_top = !(t1 <= t0) & (t0 == t0), right_bottom = !(b1 <= b0) & (b0 == b0);
+    const float top_max = select(right_top, t1, t0), bottom_max = select(right_bottom, b1, b0);
+    const bool take_bottom = !(bottom_max <= top_max) & (top_max == top_max);
+    best[q] = select(take_bottom, bottom_max, top_max);
+    best_at[q] = select(take_bottom, below + static_cast<std::int32_t>(right_bottom),
+                        static_cast<std::int32_t>(right_top));
+  }
+  const std::int64_t half = row_width / 2;
+  for (std::int64_t ob = 0; ob < count; ++ob) {
+    const std::int64_t first = ((first_plane + ob) * pool.out_h + py) * pool.out_w;
+    const std::int64_t window = 2 * py * conv_width;
+    for (std::int64_t px = 0; px < pool.out_w; ++px) {
+      pool.values[first + px] = from_op_math<T>(best[ob * half + px]);
+      pool.indices[first + px] = window + 2 * px + best_at[ob * half + px];
+    }
+  }
+}
+
 template <class T>
 void thin_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                  const Im2ColGeometry& g, bool relu) {
+                  const Im2ColGeometry& g, bool relu, const PooledOutput<T>* pool = nullptr) {
   const std::int64_t N = input.sizes()[0], C = input.sizes()[1], O = weight.sizes()[0];
   const std::int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w, KH = g.kernel_h, KW = g.kernel_w;
   const T* x = input.data_ptr<T>();
-  T* y = out.data_ptr<T>();
+  T* y = pool == nullptr ? out.data_ptr<T>() : nullptr;
+  // Pooled, only the rows the pool reads are made, two at a time, and none is stored.
+  const std::int64_t rows_made = pool == nullptr ? OH : 2 * pool->out_h;
+  // Stores rows (count planes' row oy, row_width apart), or pools them with the rows before.
+  const auto emit = [&](const float* rows, std::int64_t row_width, std::int64_t n, std::int64_t o,
+                        std::int64_t count, std::int64_t oy, float* best, std::int32_t* best_at) {
+    if (pool != nullptr) {
+      if (oy % 2 == 0) return;
+      const float* above = rows - row_width * count;
+      if (row_width % 2 == 0) {
+        return pool_row_pairs<T>(above, rows, count, row_width, OW, oy / 2, n * O + o, *pool, best, best_at);
+      }
+      // An odd width (a strided convolution's unpadded rows): a plane's last pair would run into
+      // the next plane, so one plane at a time.
+      for (std::int64_t ob = 0; ob < count; ++ob) {
+        pool_row_pairs<T>(above + ob * row_width, rows + ob * row_width, 1, row_width, OW, oy / 2, n * O + o + ob,
+                          *pool, best, best_at);
+      }
+      return;
+    }
+    for (std::int64_t ob = 0; ob < count; ++ob) {
+      (relu ? &narrow_relu<T> : &narrow<T>)(rows + ob * row_width, OW, y + ((n * O + o + ob) * OH + oy) * OW);
+    }
+  };
   // The weights and bias in float, which the kernels read (copies only for a half type).
   std::vector<float> wide_weight, wide_bias;
   const auto as_float = [](const Tensor& t, std::vector<float>& copy) -> const float* {
@@ -272,29 +341,29 @@ void thin_forward(const Tensor& out, const Tensor& input, const Tensor& weight, 
   constexpr int kBlock = 8;  // output channels per pass of forward_rows
   const std::vector<float> zeros(static_cast<std::size_t>(O), 0.0f);
   const float* biases = b != nullptr ? b : zeros.data();
-  const auto store = relu ? &narrow_relu<T> : &narrow<T>;
   parallel_for(0, N, 1, [&](std::int64_t n_begin, std::int64_t n_end) {
     std::vector<float> image(static_cast<std::size_t>(C * padded.in_height * padded.in_width));
-    std::vector<float> rows(static_cast<std::size_t>(kBlock * padded.row_width));
+    // Two blocks of rows: a pooled forward pools row oy - 1's block with row oy's.
+    std::vector<float> rows(static_cast<std::size_t>(2 * kBlock * padded.row_width));
+    std::vector<float> best(static_cast<std::size_t>(pool != nullptr ? kBlock * padded.row_width / 2 : 0));
+    std::vector<std::int32_t> best_at(best.size());
     for (std::int64_t n = n_begin; n < n_end; ++n) {
       padded.pad_image(x + n * C * H * W, C, g, image.data());
       std::int64_t o = 0;
       for (; unrolled && o + kBlock <= O; o += kBlock) {
-        for (std::int64_t oy = 0; oy < OH; ++oy) {
-          forward_rows<3, 3, kBlock>(image.data(), C, padded, oy, g, w + o * C * KH * KW, biases + o, rows.data());
-          for (std::int64_t ob = 0; ob < kBlock; ++ob) {
-            const float* row = rows.data() + ob * padded.row_width;
-            store(row, OW, y + ((n * O + o + ob) * OH + oy) * OW);
-          }
+        for (std::int64_t oy = 0; oy < rows_made; ++oy) {
+          float* block = rows.data() + (oy % 2) * kBlock * padded.row_width;
+          forward_rows<3, 3, kBlock>(image.data(), C, padded, oy, g, w + o * C * KH * KW, biases + o, block);
+          emit(block, padded.row_width, n, o, kBlock, oy, best.data(), best_at.data());
         }
       }
       for (; o < O; ++o) {
         const float* wo = w + o * C * KH * KW;
         const float bo = biases[o];
-        T* out_plane = y + (n * O + o) * OH * OW;
-        for (std::int64_t oy = 0; oy < OH; ++oy) {
+        for (std::int64_t oy = 0; oy < rows_made; ++oy) {
+          float* row = rows.data() + (oy % 2) * padded.row_width;
           if (unrolled) {
-            forward_rows<3, 3, 1>(image.data(), C, padded, oy, g, wo, &bo, rows.data());
+            forward_rows<3, 3, 1>(image.data(), C, padded, oy, g, wo, &bo, row);
           } else {
             for (std::int64_t ox = 0; ox < OW; ++ox) {
               float acc = bo;
@@ -305,10 +374,10 @@ void thin_forward(const Tensor& out, const Tensor& input, const Tensor& weight, 
                   for (std::int64_t j = 0; j < KW; ++j) acc += wo[(c * KH + i) * KW + j] * in_row[j * g.dilation_w];
                 }
               }
-              rows[static_cast<std::size_t>(ox)] = acc;
+              row[ox] = acc;
             }
           }
-          store(rows.data(), OW, out_plane + oy * OW);
+          emit(row, padded.row_width, n, o, 1, oy, best.data(), best_at.data());
         }
       }
     }
@@ -338,6 +407,23 @@ void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& w
   if (out.is_meta()) return;
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_forward", [&]<typename T>() {
     thin_forward<T>(out, input, weight, bias, g, relu);
+  });
+}
+
+bool thin_conv2d_pools_rows(const Im2ColGeometry& pool) {
+  return pool.kernel_h == 2 && pool.kernel_w == 2 && pool.stride_h == 2 && pool.stride_w == 2 && pool.pad_h == 0 &&
+         pool.pad_w == 0 && pool.dilation_h == 1 && pool.dilation_w == 1 && pool.out_h == pool.height / 2 &&
+         pool.out_w == pool.width / 2;
+}
+
+void thin_conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, const Tensor& input,
+                                       const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+                                       const Im2ColGeometry& pool) {
+  KILN_CHECK(thin_conv2d_pools_rows(pool), "thin_conv2d_forward_relu_max_pool: needs a 2x2 max pool of stride 2");
+  if (values.is_meta()) return;
+  dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_forward_relu_max_pool", [&]<typename T>() {
+    const PooledOutput<T> pooled{values.data_ptr<T>(), indices.data_ptr<std::int64_t>(), pool.out_h, pool.out_w};
+    thin_forward<T>(Tensor(), input, weight, bias, g, /*relu=*/true, &pooled);
   });
 }
 

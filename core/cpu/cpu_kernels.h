@@ -43,6 +43,9 @@ void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad
                                    const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
                                         const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
+                                         const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+                                         const Im2ColGeometry& pool, std::int64_t groups);
 /// At most this many taps per output channel (C/groups · kh · kw) make a convolution "thin" (a
 /// first layer): so little arithmetic per output that writing the output bounds it, and its
 /// forward and weight gradient are faster as Kiln's direct kernels than as a GEMM or oneDNN
@@ -54,6 +57,14 @@ bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t grou
 /// `relu` relu applied to each result as it is stored.
 void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                          const Im2ColGeometry& g, bool relu = false);
+/// Whether the thin forward can max-pool its rows as it makes them: `pool` (the pool's
+/// geometry over the convolution's output) is 2x2, stride 2, no padding or dilation.
+bool thin_conv2d_pools_rows(const Im2ColGeometry& pool);
+/// The thin forward with relu, max-pooled by `pool` as its rows are made: the pool's values and
+/// indices, as max_pool2d_kernel gives them, with the convolution's output never stored.
+void thin_conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, const Tensor& input,
+                                       const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+                                       const Im2ColGeometry& pool);
 /// The weight gradient of a thin convolution (contiguous tensors), and with `grad_bias`
 /// defined (contiguous, O values) the bias gradient from the same read of grad_output.
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,

@@ -227,4 +227,13 @@ void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor&
           {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}});
 }
 
+void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
+                                         const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+                                         const Im2ColGeometry& pool, std::int64_t groups) {
+  if (cpu::conv2d_is_thin(input, weight, groups) && cpu::thin_conv2d_pools_rows(pool)) {
+    return cpu::thin_conv2d_forward_relu_max_pool(values, indices, input, weight, bias, g, pool);
+  }
+  cpu::conv2d_forward_relu_max_pool_kernel(values, indices, input, weight, bias, g, pool, groups);
+}
+
 }  // namespace kiln::onednn

@@ -112,7 +112,7 @@ TEST_F(CompileTest, ACnnStepWithDropoutAndAdamMatchesEagerInFloat64) {
 }
 
 /// Every pass but those that change a reduction's order (whose Notes say so).
-const char* kExactPasses = "fuse_conv_relu,fuse_pool_relu_backward,fuse_linear,plan_memory";
+const char* kExactPasses = "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_linear,plan_memory";
 
 TEST_F(CompileTest, TheFashionCnnStepMatchesEagerInFloat32) {
   // train_cnn's model: the oneDNN route, its blocked layouts and thin kernels.
@@ -218,8 +218,9 @@ TEST_F(CompileTest, AnUnknownPassIsAnError) {
 TEST_F(CompileTest, TheFusionPassesFireOnTrainCnnsStepAndKeepItsResults) {
   // Float32, the oneDNN route: each fusion pass alone against no pass, over 3 steps.
   std::vector<std::vector<double>> runs;
-  for (const std::string passes :
-       {"none", "fuse_conv_relu", "fuse_pool_relu_backward", "fuse_linear", "fuse_conv_bias_backward", "all"}) {
+  for (const std::string passes : {"none", "fuse_conv_relu", "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool",
+                                    "fuse_pool_relu_backward",
+                                    "fuse_linear", "fuse_conv_bias_backward", "all"}) {
     Trainer<examples::Cnn> trainer(9, kFloat32, true);
     auto step = compile([&](const Tensor& x, const Tensor& y) { return trainer.step(x, y); }, {.passes = passes});
     manual_seed(4);
@@ -230,10 +231,14 @@ TEST_F(CompileTest, TheFusionPassesFireOnTrainCnnsStepAndKeepItsResults) {
     const compiler::Graph& g = step.graph();
     // Without oneDNN the CPU convolves by unfold + GEMM, with no convolution kernel to fuse.
     const bool convolution_kernels = backends::onednn_is_available();
-    const bool conv = convolution_kernels && (passes == "fuse_conv_relu" || passes == "all");
-    const bool pool = passes == "fuse_pool_relu_backward" || passes == "all";
+    const bool conv = convolution_kernels && (passes.starts_with("fuse_conv_relu") || passes == "all");
+    const bool conv_pool = passes.ends_with("fuse_conv_pool") || passes == "all";
+    const bool pool = passes.starts_with("fuse_pool_relu_backward") || conv_pool;
     if (convolution_kernels) {
-      EXPECT_EQ(g.count(compiler::KernelFamily::ConvForwardRelu), conv ? 2u : 0u) << passes;
+      // conv1 (thin) is pooled as it is made; conv2 (oneDNN's) keeps its relu post-op.
+      EXPECT_EQ(g.count(compiler::KernelFamily::ConvForwardReluMaxPool), conv_pool ? 1u : 0u) << passes;
+      EXPECT_EQ(g.count(compiler::KernelFamily::ConvForwardRelu), conv ? (conv_pool ? 1u : 2u) : 0u) << passes;
+      EXPECT_EQ(g.count(compiler::KernelFamily::MaxPool), conv_pool ? 1u : 2u) << passes;
       EXPECT_EQ(g.count(compiler::KernelFamily::MaxPoolBackwardRelu), pool ? 2u : 0u) << passes;
       EXPECT_EQ(g.count(compiler::KernelFamily::ConvForward), conv ? 0u : 2u) << passes;
       const bool bias = passes == "fuse_conv_bias_backward" || passes == "all";
@@ -291,6 +296,38 @@ TEST_F(CompileTest, TheFusedKernelsComputeWhatTheirPairsCompute) {
     cpu.unary[static_cast<std::size_t>(UnaryOp::Relu)](expected, conv);
     cpu.conv2d.forward_relu(out, input, weight, bias, g, 1);
     EXPECT_TRUE(equal(out, expected)) << channels << " channels";
+  }
+
+  // The thin convolution pooled as it is made, against forward_relu then max_pool2d: values
+  // and indices bit for bit, with ties (relu's zeros), a NaN, an odd size the pool's floor cuts,
+  // and BFloat16, whose pool compares the values as stored.
+  for (const DType dtype : {kFloat32, kBFloat16}) {
+    for (const std::int64_t size : {12, 11}) {
+      const Tensor input = randn({3, 1, size, size}).to(dtype), weight = randn({8, 1, 3, 3}).to(dtype);
+      const Tensor bias = randn({8}).to(dtype);
+      input.view({-1}).narrow(0, 40, 1).fill_(std::nan(""));
+      // 12: unit stride; 11: stride 2 (pad 6 keeps an 11x11 output), whose rows are unpadded and odd.
+      const std::int64_t stride = size == 12 ? 1 : 2, pad = size == 12 ? 1 : 6;
+      const Im2ColGeometry conv_g{.channels = 1, .height = size, .width = size, .kernel_h = 3, .kernel_w = 3,
+                                  .pad_h = pad, .pad_w = pad, .stride_h = stride, .stride_w = stride,
+                                  .out_h = size, .out_w = size};
+      const Im2ColGeometry pool_g{.channels = 8, .height = size, .width = size, .kernel_h = 2, .kernel_w = 2,
+                                  .stride_h = 2, .stride_w = 2, .out_h = size / 2, .out_w = size / 2};
+      const Tensor conv = empty({3, 8, size, size}, TensorOptions().dtype(dtype));
+      const Tensor expected = empty({3, 8, size / 2, size / 2}, TensorOptions().dtype(dtype));
+      const Tensor values = empty_like(expected);
+      const Tensor indices = empty({3, 8, size / 2, size / 2}, TensorOptions().dtype(kInt64));
+      const Tensor expected_indices = empty_like(indices);
+      cpu.conv2d.forward_relu(conv, input, weight, bias, conv_g, 1);
+      cpu.max_pool2d(expected, expected_indices, conv, pool_g);
+      cpu.conv2d.forward_relu_max_pool(values, indices, input, weight, bias, conv_g, pool_g, 1);
+      const Tensor nan = expected.ne(expected);
+      EXPECT_TRUE(equal(values.ne(values), nan)) << size;
+      EXPECT_TRUE(equal(values.masked_fill(nan, 0.0), expected.masked_fill(nan, 0.0))) << size;
+      EXPECT_TRUE(equal(indices, expected_indices)) << size;
+      EXPECT_GT(nan.sum().item<double>(), 0) << "the NaN must reach a window";
+      EXPECT_GT((expected == 0).sum().item<double>(), 0) << "ties of relu's zeros";
+    }
   }
 
   // The weight and bias gradients together (Note [The bias gradient inside the weight

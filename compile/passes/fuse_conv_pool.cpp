@@ -1,0 +1,81 @@
+// compile/passes/fuse_conv_pool.cpp — a thin first layer's convolution (with its relu) and the
+// 2x2 max pool after it become one kernel that pools each pair of rows as it makes them. See
+// Note [A thin convolution pooled as it is made].
+#include "compile/passes.h"
+#include "compile/storage_uses.h"
+#include "core/cpu/cpu_kernels.h"
+
+namespace kiln::compiler {
+
+// Note [A thin convolution pooled as it is made]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// After fuse_conv_relu, train_cnn's first layer is `A = conv2d.forward_relu(x, w, b)` (12.8 MB
+// at batch 128) and `V, I = max_pool2d(A)`: the pool reads all of A back from memory, and
+// once fuse_pool_relu_backward has run nothing else reads A (relu's backward then goes through
+// the pool's values, Note [Relu's backward through a max pool]; the weight gradient reads x). Kiln's thin kernel makes its output row by
+// row in registers, so it can pool each pair of rows as soon as both exist
+// (ConvKernels::forward_relu_max_pool) and A is never written. The pass fuses the two when:
+//  - the convolution is thin (core/cpu/conv_thin.cpp makes its rows; oneDNN's convolutions
+//    write whole blocked tensors, and for them the pair would only move A into scratch memory)
+//    and the pool is 2x2 with stride 2, no padding or dilation (thin_conv2d_pools_rows);
+//  - A is written by the convolution alone, read by the pool alone, whole, and not pinned;
+//  - nothing between the two touches V or I, whose writes move up to the convolution's place.
+// Exactness: each output is the same sum, relu'd and rounded to the dtype as it would have been
+// stored; each window's maximum and index follow max_pool2d_kernel's rule in its order (each
+// row's two columns, then the rows; the first maximum and the first NaN win), so V and I are
+// the pair's, bit for bit (tests/compile checks NaN, ties and BFloat16).
+
+namespace {
+
+using ConvCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&,
+                           std::int64_t>;
+using PoolCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&>;
+using FusedCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            const Im2ColGeometry&, const Im2ColGeometry&, std::int64_t>;
+
+}  // namespace
+
+void fuse_conv_pool(Graph& g) {
+  const ConvKernels::ForwardReluMaxPool fused = registered_kernels(DeviceType::CPU).conv2d.forward_relu_max_pool;
+  if (fused == nullptr) return;
+  std::map<const Storage*, StorageUses> uses = storage_uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    Node& conv = g.nodes[n];
+    if (removed[n] || conv.kind != Node::Kind::Kernel || conv.call->id().family != KernelFamily::ConvForwardRelu) {
+      continue;
+    }
+    const auto* call = dynamic_cast<const ConvCall*>(conv.call.get());
+    if (call == nullptr) continue;
+    const auto& [out, input, weight, bias, geometry, groups] = call->arguments();
+    if (!cpu::conv2d_is_thin(input, weight, groups) || !covers_storage(out)) continue;
+    const StorageUses& a = uses[storage_of(out)];
+    if (a.pinned || a.writes.size() != 1 || a.reads.size() != 1 || a.reads.front() <= n) continue;
+    const std::size_t m = a.reads.front();
+    Node& pool = g.nodes[m];
+    if (removed[m] || pool.kind != Node::Kind::Kernel || pool.call->id().family != KernelFamily::MaxPool) continue;
+    const auto* pool_call = dynamic_cast<const PoolCall*>(pool.call.get());
+    if (pool_call == nullptr) continue;
+    const auto& [values, indices, pooled, pool_geometry] = pool_call->arguments();
+    if (!pooled.is_same(out) && !(storage_of(pooled) == storage_of(out) && covers_storage(pooled) &&
+                                  pooled.sizes() == out.sizes())) {
+      continue;
+    }
+    if (!cpu::thin_conv2d_pools_rows(pool_geometry) || touched_between(uses[storage_of(values)], n, m) ||
+        touched_between(uses[storage_of(indices)], n, m)) {
+      continue;
+    }
+    auto replacement = std::make_unique<FusedCall>(KernelId{KernelFamily::ConvForwardReluMaxPool, -1}, fused, values,
+                                                   indices, input, weight, bias, geometry, pool_geometry, groups);
+    conv.call = std::move(replacement);
+    conv.made_by = "fuse_conv_pool";
+    removed[m] = true;
+  }
+  std::vector<Node> kept;
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
+  }
+  g.nodes = std::move(kept);
+}
+
+}  // namespace kiln::compiler
