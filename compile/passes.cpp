@@ -18,6 +18,9 @@ const std::vector<Pass>& all_passes() {
       {"fuse_linear", &fuse_linear, "bmm + bias add [+ relu] as one kernel (oneDNN's bias and post-op)"},
       {"fuse_conv_bias_backward", &fuse_conv_bias_backward,
        "conv2d.backward_weight + the bias gradient's sum as one kernel (oneDNN's diff_bias; sums in its own order)"},
+      {"fuse_unpool_weight_gradient", &fuse_unpool_weight_gradient,
+       "max_pool2d_backward_relu + a thin layer's weight and bias gradients as one kernel (each plane unpooled as "
+       "it is read)"},
       {"plan_memory", &plan_memory, "every temporary in one arena: a replay allocates nothing"},
   };
   return passes;

@@ -28,6 +28,9 @@ void fuse_linear(Graph& g);
 /// conv2d.backward_weight + the bias gradient's sum as one kernel (Note [The bias gradient inside
 /// the weight gradient]).
 void fuse_conv_bias_backward(Graph& g);
+/// max_pool2d_backward_relu + a thin layer's backward_weight_bias of its result as one kernel
+/// (Note [A thin layer's weight gradient read through its pool]).
+void fuse_unpool_weight_gradient(Graph& g);
 /// Places every temporary in one arena: a replay allocates nothing (Note [One arena per step]).
 void plan_memory(Graph& g);
 

@@ -98,6 +98,10 @@ struct ConvKernels {
                                   const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
   using BackwardWeightBias = void (*)(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
                                       const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
+  using BackwardWeightBiasThroughMaxPool = void (*)(const Tensor& grad_weight, const Tensor& grad_bias,
+                                                    const Tensor& grad_pooled, const Tensor& indices,
+                                                    const Tensor& values, const Tensor& input,
+                                                    const Im2ColGeometry& g, std::int64_t groups);
   using ForwardReluMaxPool = void (*)(const Tensor& values, const Tensor& indices, const Tensor& input,
                                       const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                       const Im2ColGeometry& pool, std::int64_t groups);
@@ -116,6 +120,11 @@ struct ConvKernels {
   /// over its output: for a thin first layer one pass that never stores the convolution's
   /// output (Note [A thin convolution pooled as it is made]). A fused kernel; optional.
   ForwardReluMaxPool forward_relu_max_pool = nullptr;
+  /// backward_weight_bias of the gradient that max_pool2d_backward_relu (MaxPoolBackwardReluKernel)
+  /// makes from grad_pooled, indices and values: for a thin layer one pass that unpools each
+  /// plane where the weight gradient reads it, the unpooled gradient never stored (Note [A thin
+  /// layer's weight gradient read through its pool]). A fused kernel; optional.
+  BackwardWeightBiasThroughMaxPool backward_weight_bias_through_max_pool = nullptr;
 };
 // Training-mode batch normalisation: input [N, C, *] contiguous; weight, bias and the statistics [C] in the statistics dtype (input's,
 // or Float32 for Float16/BFloat16 inputs, as cuDNN wants); save_mean

@@ -23,6 +23,7 @@
 #include "core/cpu/select.h"
 #include "core/dispatch.h"
 #include "core/error.h"
+#include "core/messages.h"
 #include "core/half.h"
 
 namespace kiln::cpu {
@@ -176,13 +177,45 @@ void forward_rows(const float* image, std::int64_t channels, const PaddedImage& 
 // (the gradient plane padded with zeros to a whole number of chunks), and tap (i, j) of input
 // channel c adds dy[y, x..x+8) * x_padded[c, y + i·dh, x + j·dw..+8) into its own lane
 // accumulator. Other strides walk the columns one by one.
+/// Where a weight gradient reads dY from when dY is a max pool's backward with relu's: the
+/// pooled gradient, the pool's indices and its values (MaxPoolBackwardReluKernel's arguments).
+template <class T>
+struct PooledGradient {
+  const T* grad;
+  const std::int64_t* indices;
+  const T* values;
+  std::int64_t plane_out;  // pooled outputs per plane
+  const std::int64_t* padded_position;  // where flat plane position i lies in the padded rows
+};
+
+/// Plane `plane` of dY as max_pool2d_backward_relu_kernel makes it (core/cpu/pool.cpp: zeros,
+/// then in window order each window's gradient added onto its winner unless the pooled value
+/// is not positive, rounded to T), written straight into padded rows of `out`. A window that
+/// passes nothing adds +0 instead of branching (relu's test is a coin flip on real data): a
+/// cell is never -0 (it starts at +0, and x + (-x) rounds to +0), so adding +0 changes nothing.
+template <class T>
+void unpool_plane(const PooledGradient<T>& p, std::int64_t plane, std::int64_t plane_in, std::int64_t padded_size,
+                  float* out) {
+  std::fill(out, out + padded_size, 0.0f);
+  const T* g = p.grad + plane * p.plane_out;
+  const T* value = p.values + plane * p.plane_out;
+  const std::int64_t* winner = p.indices + plane * p.plane_out;
+  for (std::int64_t o = 0; o < p.plane_out; ++o) {
+    const std::int64_t at = winner[o];
+    KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
+    const bool passes = !(to_op_math(value[o]) <= 0);  // threshold_backward's test
+    float& cell = out[p.padded_position[at]];
+    cell = to_op_math(from_op_math<T>(cell + select(passes, static_cast<float>(to_op_math(g[o])), 0.0f)));
+  }
+}
+
 template <class T>
 void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
-                          const Tensor& input, const Im2ColGeometry& g) {
+                          const Tensor& input, const Im2ColGeometry& g, const PooledGradient<T>* pooled = nullptr) {
   const std::int64_t N = input.sizes()[0], C = input.sizes()[1], O = grad_weight.sizes()[0];
   const std::int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w, KH = g.kernel_h, KW = g.kernel_w;
   const T* x = input.data_ptr<T>();
-  const T* dy = grad_output.data_ptr<T>();
+  const T* dy = pooled == nullptr ? grad_output.data_ptr<T>() : nullptr;
   T* dw = grad_weight.data_ptr<T>();
   T* db = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
   const std::int64_t taps = C * KH * KW;
@@ -198,7 +231,11 @@ void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_bias, co
     for (std::int64_t n = 0; n < N; ++n) {
       padded.pad_image(x + n * C * H * W, C, g, padded_input.data());
       for (std::int64_t o = o_begin; o < o_end; ++o) {
-        pad_plane(dy + (n * O + o) * OH * OW, OH, OW, 0, 0, dy_width, padded_dy.data(), OH);
+        if (pooled != nullptr) {
+          unpool_plane(*pooled, n * O + o, OH * OW, OH * dy_width, padded_dy.data());
+        } else {
+          pad_plane(dy + (n * O + o) * OH * OW, OH, OW, 0, 0, dy_width, padded_dy.data(), OH);
+        }
         // The bias gradient while the plane is in cache (its padding is zeros).
         if (db != nullptr) bias_acc[static_cast<std::size_t>(o - o_begin)] += plane_sum(padded_dy.data(), OH, dy_width);
         std::fill(lanes.begin(), lanes.end(), Lanes{});
@@ -407,6 +444,22 @@ void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& w
   if (out.is_meta()) return;
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_forward", [&]<typename T>() {
     thin_forward<T>(out, input, weight, bias, g, relu);
+  });
+}
+
+void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, const Tensor& grad_pooled,
+                                                  const Tensor& indices, const Tensor& values, const Tensor& input,
+                                                  const Im2ColGeometry& g, const Tensor& grad_bias) {
+  if (grad_weight.is_meta()) return;
+  dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_weight_gradient_through_max_pool", [&]<typename T>() {
+    const PaddedImage padded(g);
+    std::vector<std::int64_t> padded_position(static_cast<std::size_t>(g.out_h * g.out_w));
+    for (std::int64_t i = 0; i < g.out_h * g.out_w; ++i) {
+      padded_position[static_cast<std::size_t>(i)] = i / g.out_w * padded.row_width + i % g.out_w;
+    }
+    const PooledGradient<T> pooled{grad_pooled.data_ptr<T>(), indices.data_ptr<std::int64_t>(), values.data_ptr<T>(),
+                                   grad_pooled.sizes()[2] * grad_pooled.sizes()[3], padded_position.data()};
+    thin_weight_gradient<T>(grad_weight, grad_bias, Tensor(), input, g, &pooled);
   });
 }
 

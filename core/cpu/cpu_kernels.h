@@ -43,6 +43,10 @@ void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad
                                    const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
                                         const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weight, const Tensor& grad_bias,
+                                                         const Tensor& grad_pooled, const Tensor& indices,
+                                                         const Tensor& values, const Tensor& input,
+                                                         const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
                                          const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                          const Im2ColGeometry& pool, std::int64_t groups);
@@ -65,6 +69,11 @@ bool thin_conv2d_pools_rows(const Im2ColGeometry& pool);
 void thin_conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, const Tensor& input,
                                        const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                        const Im2ColGeometry& pool);
+/// thin_conv2d_weight_gradient of the gradient max_pool2d_backward_relu_kernel would make from
+/// grad_pooled, indices and values, each plane unpooled as it is read; bias as there.
+void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, const Tensor& grad_pooled,
+                                                  const Tensor& indices, const Tensor& values, const Tensor& input,
+                                                  const Im2ColGeometry& g, const Tensor& grad_bias);
 /// The weight gradient of a thin convolution (contiguous tensors), and with `grad_bias`
 /// defined (contiguous, O values) the bias gradient from the same read of grad_output.
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,

@@ -236,4 +236,16 @@ void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& ind
   cpu::conv2d_forward_relu_max_pool_kernel(values, indices, input, weight, bias, g, pool, groups);
 }
 
+void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weight, const Tensor& grad_bias,
+                                                         const Tensor& grad_pooled, const Tensor& indices,
+                                                         const Tensor& values, const Tensor& input,
+                                                         const Im2ColGeometry& g, std::int64_t groups) {
+  if (cpu::conv2d_is_thin(input, grad_weight, groups)) {
+    return cpu::thin_conv2d_weight_gradient_through_max_pool(grad_weight, grad_pooled, indices, values, input, g,
+                                                             grad_bias);
+  }
+  cpu::conv2d_backward_weight_bias_through_max_pool_kernel(grad_weight, grad_bias, grad_pooled, indices, values,
+                                                           input, g, groups);
+}
+
 }  // namespace kiln::onednn

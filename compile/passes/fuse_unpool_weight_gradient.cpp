@@ -1,0 +1,91 @@
+// compile/passes/fuse_unpool_weight_gradient.cpp — a thin first layer's weight and bias gradients
+// read their dY straight from the max pool's backward, which then never writes it. See Note
+// [A thin layer's weight gradient read through its pool].
+#include <algorithm>
+
+#include "compile/passes.h"
+#include "compile/storage_uses.h"
+#include "core/cpu/cpu_kernels.h"
+
+namespace kiln::compiler {
+
+// Note [A thin layer's weight gradient read through its pool]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The mirror of Note [A thin convolution pooled as it is made], in the backward. After
+// fuse_pool_relu_backward and fuse_conv_bias_backward, train_cnn's first layer ends its
+// backward with `D = max_pool2d_backward_relu(dV, I, V)` (12.8 MB at batch 128, three
+// quarters zeros) and `dW, db = conv2d.backward_weight_bias(D, x)`, and nothing else reads D:
+// the input needs no gradient. The thin weight gradient already copies each plane of D into a
+// zero-padded buffer before it uses it, so it can build that plane from dV, I and V instead
+// (ConvKernels::backward_weight_bias_through_max_pool) and D is never written or read back.
+// The pass fuses the two when the convolution is thin, D is written by the pool's backward
+// alone, read by the weight gradient alone, whole, and not pinned, and nothing in between
+// writes dV, I, V or x. The fused call takes the weight gradient's place.
+// Exactness: each plane is built by the pool backward's own rule in its order (zeros, then
+// each window's gradient added onto its winner unless the pooled value is not positive,
+// rounded to the dtype), so the weight gradient reads the same values as before and both
+// gradients are the pair's, bit for bit (tests/compile checks Float32 and BFloat16).
+
+namespace {
+
+using WeightBiasCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&,
+                                 std::int64_t>;
+using UnpoolCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&>;
+using FusedCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            const Im2ColGeometry&, std::int64_t>;
+
+bool written_between(const StorageUses& uses, std::size_t first, std::size_t last) {
+  return std::any_of(uses.writes.begin(), uses.writes.end(), [&](std::size_t n) { return n > first && n < last; });
+}
+
+}  // namespace
+
+void fuse_unpool_weight_gradient(Graph& g) {
+  const ConvKernels::BackwardWeightBiasThroughMaxPool fused =
+      registered_kernels(DeviceType::CPU).conv2d.backward_weight_bias_through_max_pool;
+  if (fused == nullptr) return;
+  std::map<const Storage*, StorageUses> uses = storage_uses(g);
+  std::vector<bool> removed(g.nodes.size(), false);
+  for (std::size_t m = 0; m < g.nodes.size(); ++m) {
+    Node& weight = g.nodes[m];
+    if (weight.kind != Node::Kind::Kernel || weight.call->id().family != KernelFamily::ConvBackwardWeightBias) {
+      continue;
+    }
+    const auto* call = dynamic_cast<const WeightBiasCall*>(weight.call.get());
+    if (call == nullptr) continue;
+    const auto& [grad_weight, grad_bias, grad_output, input, geometry, groups] = call->arguments();
+    if (!cpu::conv2d_is_thin(input, grad_weight, groups) || !covers_storage(grad_output)) continue;
+    const StorageUses& d = uses[storage_of(grad_output)];
+    if (d.pinned || d.writes.size() != 1 || d.reads.size() != 1 || d.writes.front() >= m) continue;
+    const std::size_t n = d.writes.front();
+    const Node& unpool = g.nodes[n];
+    if (removed[n] || unpool.kind != Node::Kind::Kernel ||
+        unpool.call->id().family != KernelFamily::MaxPoolBackwardRelu) {
+      continue;
+    }
+    const auto* unpool_call = dynamic_cast<const UnpoolCall*>(unpool.call.get());
+    if (unpool_call == nullptr) continue;
+    const auto& [unpooled, grad_pooled, indices, values] = unpool_call->arguments();
+    if (storage_of(unpooled) != storage_of(grad_output) || !covers_storage(unpooled) ||
+        unpooled.sizes() != grad_output.sizes()) {
+      continue;
+    }
+    if (written_between(uses[storage_of(grad_pooled)], n, m) || written_between(uses[storage_of(indices)], n, m) ||
+        written_between(uses[storage_of(values)], n, m) || written_between(uses[storage_of(input)], n, m)) {
+      continue;
+    }
+    auto replacement = std::make_unique<FusedCall>(KernelId{KernelFamily::ConvBackwardWeightBiasThroughMaxPool, -1},
+                                                   fused, grad_weight, grad_bias, grad_pooled, indices, values, input,
+                                                   geometry, groups);
+    weight.call = std::move(replacement);
+    weight.made_by = "fuse_unpool_weight_gradient";
+    removed[n] = true;
+  }
+  std::vector<Node> kept;
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
+  }
+  g.nodes = std::move(kept);
+}
+
+}  // namespace kiln::compiler
