@@ -48,3 +48,4 @@
 #include "distributed/distributed.h"
 #include "distributed/process_group_mpi.h"
 #include "compile/compile.h"
+#include "profiler/profiler.h"

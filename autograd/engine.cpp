@@ -14,6 +14,7 @@
 #include "autograd/node.h"
 #include "core/autograd_meta.h"
 #include "core/creation.h"
+#include "core/profiler_hooks.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
 
@@ -208,6 +209,7 @@ void run(Task& task, const TensorList& outputs, const TensorList& grad_outputs) 
     TensorList results;
     if (any_defined) {
       GradModeGuard mode(task.create_graph);
+      profiler::NodeScope profiled(node->name(), node->sequence_nr());
       results = node->apply(std::move(buffer));
     }
     results.resize(node->next_edges().size());

@@ -34,6 +34,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/saved_variable.h"
+#include "core/profiler_hooks.h"
 
 namespace kiln::autograd {
 
@@ -189,6 +190,37 @@ template <class Derived>
 struct Function {
   template <class... Args>
   static auto apply(const Args&... args) {
+    // The profiler's one branch (Note [Profiler hook points]): null unless a Profile records.
+    if (profiler::Observer* o = profiler::observer()) [[unlikely]] return profiled(o, args...);
+    return dispatch(args...);
+  }
+
+ private:
+  /// apply() under a profiler: the op's span, with its tensor inputs, around the whole pipeline
+  /// (an autocast cast shows as an op inside it), and the number of the node it built.
+  template <class... Args>
+  static auto profiled(profiler::Observer* o, const Args&... args) {
+    detail::InputList inputs;
+    (detail::collect_inputs(inputs, args), ...);
+    profiler::OpScope scope(o, Derived::name, std::span<const Tensor* const>(inputs.data(), inputs.size()));
+    const std::uint64_t first_new = peek_sequence_nr();
+    auto out = dispatch(args...);
+    const Tensor* first = nullptr;
+    if constexpr (std::is_same_v<decltype(out), Tensor>) {
+      first = &out;
+    } else if (!out.empty()) {
+      first = &out.front();
+    }
+    // A node numbered from first_new on was made by this op (its forward runs without grad).
+    if (first != nullptr && first->defined() && first->grad_fn() && first->grad_fn()->sequence_nr() >= first_new &&
+        first->grad_fn()->sequence_nr() != UINT64_MAX) {
+      scope.set_sequence_nr(static_cast<std::int64_t>(first->grad_fn()->sequence_nr()));
+    }
+    return out;
+  }
+
+  template <class... Args>
+  static auto dispatch(const Args&... args) {
     // Step 1 of the pipeline: an op that declares an autocast policy has its inputs cast
     // first (Note [Autocast policies]), then runs with autocast excluded.
     if constexpr (requires { Derived::autocast_policy; }) {
@@ -199,7 +231,6 @@ struct Function {
     return record(args...);
   }
 
- private:
   /// Step 2: the forward, and the graph node when an input requires grad.
   template <class... Args>
   static auto record(const Args&... args) {

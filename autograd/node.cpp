@@ -24,6 +24,8 @@ thread_local bool t_draining = false;
 
 Node::Node() : sequence_nr_(t_next_sequence_nr++) {}
 
+std::uint64_t peek_sequence_nr() { return t_next_sequence_nr; }
+
 Node::~Node() {
   for (Edge& e : next_edges_) {
     if (e.function) t_graveyard.push_back(std::move(e.function));

@@ -102,6 +102,10 @@ class Node : public std::enable_shared_from_this<Node> {
   std::string creation_trace_;
 };
 
+/// The sequence number the next node created on this thread will take: a profiler reads it
+/// before an op runs to tell the node that op built from older ones (Note [Profiler hook points]).
+std::uint64_t peek_sequence_nr();
+
 /// The edge a gradient for `t` should follow: its grad_fn (at its output_nr), or its leaf
 /// accumulator. Invalid when `t` does not require grad.
 Edge gradient_edge(const Tensor& t);

@@ -16,6 +16,7 @@
 
 #include "core/allocator.h"
 #include "core/device.h"
+#include "core/profiler_hooks.h"
 
 namespace kiln {
 
@@ -86,7 +87,8 @@ inline void not_replayable(const std::string& what, std::source_location where =
 /// A region that a captured step replays by calling `replay` instead of its kernels: code
 /// whose kernels take host numbers that change from step to step (an optimizer's step count and
 /// learning rate) or that decides on the host (a GradScaler skipping a step on inf). When no
-/// capture runs it does nothing, and `replay` is not even stored.
+/// capture runs it does nothing, and `replay` is not even stored. A profiler active on the
+/// thread sees it as a region of its timeline too (Note [Profiler hook points]).
 ///   void Optimizer::step() {
 ///     capture::Region region("optimizer.step", [this] { step(); });
 ///     ...
@@ -94,10 +96,12 @@ class Region {
  public:
   template <class Replay>
   Region(const char* name, Replay&& replay, std::initializer_list<const Tensor*> reads = {})
-      : observer_(observer()) {
+      : observer_(observer()), profiler_(profiler::observer()) {
     if (observer_) observer_->region_begin(name, std::function<void()>(std::forward<Replay>(replay)), reads);
+    if (profiler_) profiler_->region_begin(name);
   }
   ~Region() {
+    if (profiler_) profiler_->region_end();
     if (observer_) observer_->region_end();
   }
   Region(const Region&) = delete;
@@ -105,6 +109,7 @@ class Region {
 
  private:
   Observer* observer_;
+  profiler::Observer* profiler_;
 };
 
 }  // namespace capture

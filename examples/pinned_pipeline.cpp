@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     c.batch_size = 512;
     c.workers = 2;
     examples::Flags flags("pinned_pipeline", "pageable vs pinned vs non_blocking batches to the GPU");
-    examples::add_training_flags(flags, c, {.memory_plan = false, .checkpoints = false});
+    examples::add_training_flags(flags, c, {.memory_plan = false, .checkpoints = false, .profile = false});
     flags.parse(argc, argv);
     const auto train = data::FashionMNIST::load(true, c.data_root);
     auto loader_with = [&](bool pin) {

@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
           "seconds a collective waits for the other ranks before failing with an error naming them (default: "
           "KILN_DIST_TIMEOUT, else 60)")
         ->check(number(0, 1e7, /*exclusive_lo=*/true));
-    add_training_flags(f, flags.train, {.memory_plan = false, .checkpoints = false});
+    add_training_flags(f, flags.train, {.memory_plan = false, .checkpoints = false, .profile = false});
     f.parse(argc, argv);
     // The other ranks fail with this rank's message instead of waiting for it.
     auto tell_the_others = [](const std::string& message) {

@@ -12,6 +12,7 @@
 #include "core/capture_hooks.h"
 #include "core/error.h"
 #include "core/messages.h"
+#include "core/profiler_hooks.h"
 
 namespace kiln {
 
@@ -91,8 +92,11 @@ class CpuCachingAllocator final : public Allocator {
     }
     const bool miss = p == nullptr;
     if (miss) p = fresh(size);
-    note_allocated(size);
+    const std::int64_t now = note_allocated(size);
     if (miss) note_reserved();
+    if (profiler::MemoryObserver* o = profiler::memory_observer()) [[unlikely]] {
+      o->memory_event(p, static_cast<std::int64_t>(size), now);
+    }
     return DataPtr(p, size_to_context(size), &release, kCPU);
   }
 
@@ -154,13 +158,15 @@ class CpuCachingAllocator final : public Allocator {
     return p;
   }
 
-  void note_allocated(std::size_t size) {
+  /// Returns allocated_bytes after this allocation.
+  std::int64_t note_allocated(std::size_t size) {
     const auto now =
         allocated_.fetch_add(static_cast<std::int64_t>(size), std::memory_order_relaxed) +
         static_cast<std::int64_t>(size);
     auto peak = peak_.load(std::memory_order_relaxed);
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
+    return now;
   }
 
   /// Only a fresh block grows allocated + cached (a cache hit moves bytes from one to the
@@ -173,7 +179,9 @@ class CpuCachingAllocator final : public Allocator {
   static void release(void* ctx, void* data) {
     auto& self = instance();
     const std::size_t size = context_to_size(ctx);
-    self.allocated_.fetch_sub(static_cast<std::int64_t>(size), std::memory_order_relaxed);
+    const auto bytes = static_cast<std::int64_t>(size);
+    const std::int64_t now = self.allocated_.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
+    if (profiler::MemoryObserver* o = profiler::memory_observer()) [[unlikely]] o->memory_event(data, -bytes, now);
     std::lock_guard<std::mutex> lock(self.mutex_);
     self.push(new (data) FreeBlock{.size = size});
     self.trim_to(self.limit_);

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "kiln.h"
 #include "program_runner.h"
 #include "support/fashion_files.h"
@@ -133,6 +135,25 @@ TEST_F(ProgramRuns, ABinaryFileIsNotTrainedOnAsText) {
   EXPECT_EQ(r.exit_code, 1) << r.describe();
   ASSERT_EQ(r.err_lines().size(), 1u) << r.describe();
   EXPECT_NE(r.err.find("is not a text file"), std::string::npos) << r.err;
+}
+
+// --profile: steps 3-5 (after 2 warm-up steps) are profiled; the table is printed and the
+// trace written where asked, as Trace Event JSON with the three steps in it.
+TEST_F(ProgramRuns, ProfileWritesATraceAndPrintsTheTable) {
+  const fs::path dir = root_ / "profile";
+  const ProgramRun r = train_mlp({"--profile", dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  for (const char* text : {"Self CPU %", "# of Calls", "optimizer.step", "Self CPU time total: ", "trace.json"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+  std::ifstream in(dir / "trace.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  int steps = 0;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("name").get<std::string>().rfind("ProfilerStep#", 0) == 0) ++steps;
+  }
+  EXPECT_EQ(steps, 3);
 }
 
 TEST_F(ProgramRuns, TrainDdpWritesItsLog) {

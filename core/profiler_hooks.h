@@ -1,0 +1,115 @@
+// core/profiler_hooks.h — what a profiler above (profiler/) hears while it records: every
+// differentiable op as it enters the pipeline (autograd/function.h), every backward node the
+// engine runs (autograd/engine.cpp), the regions an optimizer or a GradScaler marks
+// (capture::Region, core/capture_hooks.h), and every CPU allocation and free. Nothing here
+// records: with no profiler active each hook costs one test of a pointer that is null (a
+// thread-local one for ops, nodes and regions; a global one for the allocator, whose events
+// any thread may cause). See Note [Profiler hook points]. Read next: profiler/profile.h.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+
+namespace kiln {
+
+class Tensor;
+
+namespace profiler {
+
+// Note [Profiler hook points]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The capture (compile/) listens at kernels_for: it needs every kernel a step calls, and an op
+// is only a way of reaching kernels. A profiler needs the other view: ops by their public
+// names, with their inputs' shapes and the time from entry to return, nested as they call one
+// another, and the backward node each one built. No kernel-level hook can give that (an op
+// asks for its table once and may call several kernels, or none on the meta device), so the
+// profiler listens one level up, where the pipeline starts: Function<Derived>::apply, the
+// same entry autocast uses. An op that built a backward node reports the node's sequence
+// number at its end; the engine reports the same number when it runs the node: that pair is
+// PyTorch's forward-backward flow arrow. Regions reuse capture::Region, which already marks
+// the optimizer's step and the GradScaler's decisions for the capture, so neither optim/ nor
+// amp/ learns about profiling. The allocator's hook sits beside its counters, so the memory
+// the profiler sees is exactly what cpu_allocator_stats() counts.
+
+/// Implemented by profiler/profile.cpp. Begins and ends nest on the thread that installed it.
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  /// A differentiable op enters the pipeline; `node_name` names the backward node it would
+  /// build ("MulBackward0"), `inputs` are its tensor arguments (some may be undefined).
+  virtual void op_begin(const char* node_name, std::span<const Tensor* const> inputs) = 0;
+  /// The op returns; `sequence_nr` is that of the node it built, or -1 when it built none.
+  virtual void op_end(std::int64_t sequence_nr) = 0;
+  /// The engine runs a backward node (AccumulateGrad's number is UINT64_MAX: it has no op).
+  virtual void node_begin(const char* name, std::uint64_t sequence_nr) = 0;
+  virtual void node_end() = 0;
+  /// A named region of host code (optimizer.step, GradScaler.update, a user's step).
+  virtual void region_begin(const char* name) = 0;
+  virtual void region_end() = 0;
+};
+
+/// Hears the CPU allocator (core/cpu/cpu_allocator.cpp), on whichever thread allocates.
+class MemoryObserver {
+ public:
+  virtual ~MemoryObserver() = default;
+  /// `bytes` (positive: allocated, negative: freed, both in size-class bytes) at `ptr`;
+  /// `allocated_now` is the allocator's allocated_bytes right after this event.
+  virtual void memory_event(const void* ptr, std::int64_t bytes, std::int64_t allocated_now) = 0;
+};
+
+namespace detail {
+inline thread_local Observer* t_observer = nullptr;
+inline std::atomic<MemoryObserver*> g_memory_observer{nullptr};
+}  // namespace detail
+
+/// This thread's profiler (nullptr when none records here).
+inline Observer* observer() { return detail::t_observer; }
+/// Installs `o` on this thread and returns the previous one.
+inline Observer* set_observer(Observer* o) {
+  Observer* previous = detail::t_observer;
+  detail::t_observer = o;
+  return previous;
+}
+
+/// The allocator's listener (nullptr when no profiler records memory).
+inline MemoryObserver* memory_observer() { return detail::g_memory_observer.load(std::memory_order_acquire); }
+/// Installs `o` for every thread and returns the previous one.
+inline MemoryObserver* set_memory_observer(MemoryObserver* o) {
+  return detail::g_memory_observer.exchange(o, std::memory_order_acq_rel);
+}
+
+/// An op's span, ended even when the op throws (autograd/function.h makes one per profiled op).
+class OpScope {
+ public:
+  OpScope(Observer* o, const char* node_name, std::span<const Tensor* const> inputs) : observer_(o) {
+    observer_->op_begin(node_name, inputs);
+  }
+  ~OpScope() { observer_->op_end(sequence_nr_); }
+  void set_sequence_nr(std::int64_t n) { sequence_nr_ = n; }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  Observer* observer_;
+  std::int64_t sequence_nr_ = -1;
+};
+
+/// A backward node's run, reported by the engine when a profiler is active on its thread.
+class NodeScope {
+ public:
+  NodeScope(const char* name, std::uint64_t sequence_nr) : observer_(observer()) {
+    if (observer_ != nullptr) observer_->node_begin(name, sequence_nr);
+  }
+  ~NodeScope() {
+    if (observer_ != nullptr) observer_->node_end();
+  }
+  NodeScope(const NodeScope&) = delete;
+  NodeScope& operator=(const NodeScope&) = delete;
+
+ private:
+  Observer* observer_;
+};
+
+}  // namespace profiler
+}  // namespace kiln
