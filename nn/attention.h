@@ -46,6 +46,10 @@ class MultiheadAttention : public Module {
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const Tensor& key_padding_mask = {}, bool need_weights = true,
                                      const Tensor& attn_mask = {}, bool average_attn_weights = true);
+  // The two overloads taking these options are templates only so that `forward(q, k, v, {})`
+  // (where `{}` converts equally well to a Tensor and to the options) picks the positional one,
+  // as it did before they existed: C++ prefers a non-template when the conversions tie.
+  template <class = void>
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const MultiheadAttentionForwardOptions& options) {
     return forward(query, key, value, options.key_padding_mask, options.need_weights, options.attn_mask,
@@ -57,6 +61,7 @@ class MultiheadAttention : public Module {
                                         const Tensor& attn_mask = {}, bool average_attn_weights = true) {
     return forward(query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights);
   }
+  template <class = void>
   std::tuple<Tensor, Tensor> operator()(const Tensor& query, const Tensor& key, const Tensor& value,
                                         const MultiheadAttentionForwardOptions& options) {
     return forward(query, key, value, options);

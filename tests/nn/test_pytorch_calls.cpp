@@ -104,6 +104,9 @@ TEST(PyTorchCalls, MultiheadAttentionPositionalAndNamedArguments) {
   auto [out, weights] = mha(q, kv, kv);
   EXPECT_TRUE(tensors_near(out, std::get<0>(mha.forward(q, kv, kv)), 0.0));
   EXPECT_EQ(weights.sizes(), (Shape{2, 3, 5}));
+  // `{}` is an undefined key_padding_mask, as it was before the options overload existed.
+  EXPECT_TRUE(tensors_near(std::get<1>(mha.forward(q, kv, kv, {})), weights, 0.0));
+  EXPECT_TRUE(tensors_near(std::get<1>(mha(q, kv, kv, {})), weights, 0.0));
 
   auto [named, none] = mha(q, kv, kv, {.key_padding_mask = padding, .need_weights = false, .attn_mask = blocked});
   const auto [positional, unused] = mha(q, kv, kv, padding, false, blocked);
