@@ -1,5 +1,5 @@
 // autograd/tensor_methods.cpp — the Tensor methods that belong to autograd: .grad,
-// retain_grad, hooks, detach and as_leaf. See Note [Layering] in core/tensor.h.
+// retain_grad, hooks, detach, as_leaf and requires_grad_. See Note [Layering] in core/tensor.h.
 // Read next: autograd/engine.h.
 #include <mutex>
 
@@ -98,6 +98,16 @@ Tensor Tensor::as_leaf(bool requires_grad) const {
   return Tensor(std::make_shared<TensorImpl>(
       t.storage(), t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.dtype(),
       AutogradTerms{requires_grad, nullptr, 0}, Provenance{TensorOrigin::Detached, "as_leaf()", {}}));
+}
+
+const Tensor& Tensor::requires_grad_(bool requires_grad) const {
+  // PyTorch refuses only requires_grad_(false) on an op's output (which requires grad anyway,
+  // so requires_grad_(true) there changes nothing); its message names the fix.
+  KILN_CHECK(is_leaf() || requires_grad,
+             "you can only change requires_grad flags of leaf variables. If you want to use a computed variable "
+             "in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+  if (is_leaf()) impl_->set_leaf_requires_grad(requires_grad);
+  return *this;
 }
 
 }  // namespace kiln

@@ -155,6 +155,11 @@ class Tensor {
   /// A new leaf over the same memory, with the requires_grad you give: the zero-copy way to
   /// sign a new contract (PyTorch's `x.detach().requires_grad_()`).
   Tensor as_leaf(bool requires_grad = true) const;
+  /// PyTorch's requires_grad_: changes a *leaf's* flag in place, seen by every handle to it
+  /// (freezing: `for (auto& p : model.parameters()) p.requires_grad_(false);`). An op's output
+  /// keeps its history: requires_grad_(false) on it is refused, as in PyTorch; detach() it.
+  /// See Note [The creation contract].
+  const Tensor& requires_grad_(bool requires_grad = true) const;
 
   // --- conversions (copy only when a term changes) ------------------------------------------
   Tensor to(DType dtype, bool copy = false) const;
@@ -163,6 +168,10 @@ class Tensor {
   Tensor to(const TensorOptions& options, bool non_blocking = false, bool copy = false) const;
   Tensor cpu() const { return to(kCPU); }
   Tensor cuda() const { return to(kCUDA); }
+  /// to(kFloat16) and to(kBFloat16), as LibTorch spells them (`double()` and `long()` are C++
+  /// keywords there too: write to(kFloat64), to(kInt64)).
+  Tensor half() const { return to(kFloat16); }
+  Tensor bfloat16() const { return to(kBFloat16); }
   /// Returns this tensor when already contiguous, else a contiguous copy.
   Tensor contiguous() const;
   /// A copy with new memory (differentiable: gradient passes through unchanged).
@@ -216,6 +225,14 @@ class Tensor {
   Tensor logical_or(const Tensor& other) const;
   Tensor logical_xor(const Tensor& other) const;
   Tensor logical_not() const;
+  /// self where `condition`, else `other` (torch.where(condition, self, other)).
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor where(const Tensor& condition, const Scalar& other) const;
+  /// Elementwise |self - other| <= atol + rtol * |other|, and whether all are (kiln::isclose).
+  Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
+  /// Same shape and every element equal (kiln::equal).
+  bool equal(const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
   Tensor masked_fill(const Tensor& mask, const Tensor& value) const;
 
@@ -297,9 +314,17 @@ class Tensor {
   Tensor unflatten(std::int64_t dim, IntArrayRef sizes) const;
   TensorList split(std::int64_t split_size, std::int64_t dim = 0) const;
   TensorList split_with_sizes(IntArrayRef split_sizes, std::int64_t dim = 0) const;
+  /// `split({2, 3}, 1)`: pieces of the given sizes (split_with_sizes), as LibTorch's overload.
+  /// A lone size (`split(2)`) still means pieces of that size.
+  TensorList split(IntArrayRef split_sizes, std::int64_t dim = 0) const {
+    return split_with_sizes(split_sizes, dim);
+  }
   TensorList chunk(std::int64_t chunks, std::int64_t dim = 0) const;
   TensorList unbind(std::int64_t dim = 0) const;
   Tensor diagonal(std::int64_t offset = 0, std::int64_t dim1 = 0, std::int64_t dim2 = 1) const;
+  /// The upper (lower) triangle of the last two dims, the rest zero (kiln::triu, kiln::tril).
+  Tensor triu(std::int64_t diagonal = 0) const;
+  Tensor tril(std::int64_t diagonal = 0) const;
 
   // --- indexing (new memory) ------------------------------------------------------------------
   Tensor index_select(std::int64_t dim, const Tensor& index) const;

@@ -29,6 +29,12 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, Shape sizes, Shape stri
              "a tensor with a grad_fn must require grad");
 }
 
+void TensorImpl::set_leaf_requires_grad(bool requires_grad) {
+  KILN_CHECK(is_leaf(), "set_leaf_requires_grad on a tensor with a grad_fn");
+  KILN_CHECK_TYPE(!requires_grad || is_floating_point(dtype_), msg::requires_grad_dtype(dtype_));
+  requires_grad_ = requires_grad;
+}
+
 TensorImpl::~TensorImpl() { delete autograd_meta_.load(std::memory_order_acquire); }
 
 AutogradMeta& TensorImpl::autograd_meta() {

@@ -38,9 +38,12 @@ const char* node_name(const autograd::Node& node);
 // Device, dtype, layout (sizes, strides, offset), requires_grad and grad_fn are arguments of
 // TensorImpl's constructor and nothing changes them afterwards. PyTorch lets a tensor's
 // history be rewritten (requires_grad_(), in-place ops rebasing grad_fn, .data assignment);
-// each of those is a classic source of confusion, so Kiln has none of them:
+// each of those is a classic source of confusion, so Kiln has none of them but one:
 //   - a tensor that should require grad is *created* so (options.requires_grad(true), or
-//     as_leaf() to sign a new contract over the same memory);
+//     as_leaf() to sign a new contract over the same memory); the one exception is PyTorch's
+//     requires_grad_() on a *leaf*, which has no history to rewrite: freezing parameters
+//     (`for (auto& p : model.parameters()) p.requires_grad_(false)`) must reach every handle,
+//     so the flag changes in place; on an op's output it is refused, as in PyTorch;
 //   - an op's output is created by the autograd layer *with* its grad_fn;
 //   - in-place ops on a tensor that requires grad are refused while grad mode is on.
 // What does change is state, not terms: the bytes (in-place ops under NoGradGuard, which bump
@@ -83,6 +86,9 @@ class TensorImpl {
   const std::shared_ptr<autograd::Node>& grad_fn() const { return grad_fn_; }
   std::uint32_t output_nr() const { return output_nr_; }
   bool is_leaf() const { return grad_fn_ == nullptr; }
+  /// A leaf's requires_grad, changed in place (Tensor::requires_grad_ checks that this is a
+  /// leaf). See Note [The creation contract].
+  void set_leaf_requires_grad(bool requires_grad);
 
   const Provenance& provenance() const { return provenance_; }
   /// Diagnostic only (not a term): set when an op produced this tensor with grad mode off

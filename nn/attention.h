@@ -3,7 +3,8 @@
 // into heads, scaled dot-product attention per head, heads concatenated and projected back.
 //
 //   kiln::nn::MultiheadAttention attention(256, 4, {.batch_first = true});
-//   auto [out, weights] = attention.forward(x, x, x);   // x [B, T, 256]; weights [B, T, T]
+//   auto [out, weights] = attention(x, x, x);           // x [B, T, 256]; weights [B, T, T]
+//   auto [y, _] = attention(x, x, x, {.need_weights = false, .attn_mask = causal});
 //
 // Read next: autograd/functions/attention.h (the attention op), nn/transformer.h.
 #pragma once
@@ -21,6 +22,15 @@ struct MultiheadAttentionOptions {
   bool batch_first = false;  // [batch, seq, feature] instead of [seq, batch, feature]
 };
 
+/// The optional arguments of a call, in PyTorch's positional order, to name as keywords:
+///   attention(q, k, v, {.key_padding_mask = m, .need_weights = false, .attn_mask = a})
+struct MultiheadAttentionForwardOptions {
+  Tensor key_padding_mask{};
+  bool need_weights = true;
+  Tensor attn_mask{};
+  bool average_attn_weights = true;
+};
+
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads, const MultiheadAttentionOptions& options = {});
@@ -36,6 +46,26 @@ class MultiheadAttention : public Module {
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const Tensor& key_padding_mask = {}, bool need_weights = true,
                                      const Tensor& attn_mask = {}, bool average_attn_weights = true);
+  // The two overloads taking these options are templates only so that `forward(q, k, v, {})`
+  // (where `{}` converts equally well to a Tensor and to the options) picks the positional one,
+  // as it did before they existed: C++ prefers a non-template when the conversions tie.
+  template <class = void>
+  std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const MultiheadAttentionForwardOptions& options) {
+    return forward(query, key, value, options.key_padding_mask, options.need_weights, options.attn_mask,
+                   options.average_attn_weights);
+  }
+  /// forward, under PyTorch's call syntax (positional or with the options above).
+  std::tuple<Tensor, Tensor> operator()(const Tensor& query, const Tensor& key, const Tensor& value,
+                                        const Tensor& key_padding_mask = {}, bool need_weights = true,
+                                        const Tensor& attn_mask = {}, bool average_attn_weights = true) {
+    return forward(query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights);
+  }
+  template <class = void>
+  std::tuple<Tensor, Tensor> operator()(const Tensor& query, const Tensor& key, const Tensor& value,
+                                        const MultiheadAttentionForwardOptions& options) {
+    return forward(query, key, value, options);
+  }
   std::string extra_repr() const override;
 
   const std::int64_t embed_dim, num_heads, head_dim;

@@ -204,8 +204,9 @@ std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
 LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
     : RNNBase("LSTM", Mode::Lstm, input_size, hidden_size, options) {}
 
-std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(const Tensor& input,
-                                                              const std::optional<std::tuple<Tensor, Tensor>>& hx) {
+LSTM::LSTM(const LSTMOptions& options) : LSTM(options.input_size(), options.hidden_size(), options.args()) {}
+
+LSTM::Output LSTM::forward(const Tensor& input, const std::optional<State>& hx) {
   const auto [x, unbatched] = sequence_first(input);
   Tensor h0, c0;
   if (hx) {
@@ -222,6 +223,8 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(const Tensor& input
 
 GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
     : RNNBase("GRU", Mode::Gru, input_size, hidden_size, options) {}
+
+GRU::GRU(const GRUOptions& options) : GRU(options.input_size(), options.hidden_size(), options.args()) {}
 
 std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
   const auto [x, unbatched] = sequence_first(input);
@@ -294,7 +297,7 @@ std::string RNNCell::extra_repr() const {
 LSTMCell::LSTMCell(std::int64_t input_size, std::int64_t hidden_size, bool bias)
     : RNNCellBase("LSTMCell", input_size, hidden_size, bias, 4) {}
 
-std::tuple<Tensor, Tensor> LSTMCell::forward(const Tensor& input, const std::optional<std::tuple<Tensor, Tensor>>& hx) {
+LSTMCell::State LSTMCell::forward(const Tensor& input, const std::optional<State>& hx) {
   const auto [x, unbatched] = batched(input);
   Tensor h0, c0;
   if (hx) std::tie(h0, c0) = *hx;

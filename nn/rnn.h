@@ -4,10 +4,13 @@
 // gate order and initialisation are PyTorch's, so a PyTorch state dict loads as it is.
 //
 //   kiln::nn::LSTM lstm(128, 256, {.num_layers = 2, .batch_first = true});
-//   auto [output, state] = lstm.forward(x);           // x [B, T, 128] -> output [B, T, 256]
+//   auto [output, state] = lstm(x);                   // x [B, T, 128] -> output [B, T, 256]
 //   auto [h_n, c_n] = state;                           // each [2, B, 256]
+//   auto [output2, state2] = lstm(x, {h_n, c_n});      // from a given state
 //
-// Read next: nn/rnn.cpp (one step of each cell, and the loop over layers, directions and time).
+// Calling a layer is calling its forward, as in PyTorch; a layer with several outputs returns
+// a tuple, so `Tensor y = lstm(x);` does not compile.
+// Read next: nn/rnn_options.h, nn/rnn.cpp (one step of each cell, and the loops).
 #pragma once
 
 #include <optional>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/rnn_options.h"
 
 namespace kiln::nn {
 
@@ -34,16 +38,6 @@ namespace kiln::nn {
 // runs the same recurrence from the last step to the first. The LSTM's recurrence is one op
 // (lstm_layer, Note [The fused LSTM layer]) whose backward goes through time on its own buffers;
 // RNN and GRU steps are differentiable ops, so their backward through time is autograd's.
-
-/// The arguments every recurrent layer shares (PyTorch's RNNBase).
-struct RNNOptions {
-  std::int64_t num_layers = 1;
-  bool bias = true;
-  bool batch_first = false;  // input and output [batch, seq, feature] instead of [seq, batch, feature]
-  double dropout = 0.0;      // on the outputs of every layer but the last, in training
-  bool bidirectional = false;
-  std::string nonlinearity = "tanh";  // RNN only: "tanh" or "relu"
-};
 
 /// What RNN, LSTM and GRU share: the parameters of every layer and direction, and the loop.
 class RNNBase : public Module {
@@ -83,21 +77,34 @@ class RNN : public RNNBase {
  public:
   RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  /// forward, under PyTorch's call syntax: auto [output, h_n] = rnn(x);
+  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) { return forward(input, hx); }
 };
 
 /// LSTM: output, and (h_n, c_n).
 class LSTM : public RNNBase {
  public:
+  using State = std::tuple<Tensor, Tensor>;  // (h, c)
+  using Output = std::tuple<Tensor, State>;  // (output, (h_n, c_n))
+
   LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
-  std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(
-      const Tensor& input, const std::optional<std::tuple<Tensor, Tensor>>& hx = std::nullopt);
+  explicit LSTM(const LSTMOptions& options);
+  Output forward(const Tensor& input, const std::optional<State>& hx = std::nullopt);
+  /// lstm.forward(x, {h0, c0}): a braced pair cannot initialise a std::optional, so it lands here.
+  Output forward(const Tensor& input, const State& hx) { return forward(input, std::optional<State>(hx)); }
+  /// forward, under PyTorch's call syntax: auto [output, state] = lstm(x, {h0, c0});
+  Output operator()(const Tensor& input, const std::optional<State>& hx = std::nullopt) { return forward(input, hx); }
+  Output operator()(const Tensor& input, const State& hx) { return forward(input, hx); }
 };
 
 /// GRU: output and h_n.
 class GRU : public RNNBase {
  public:
   GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
+  explicit GRU(const GRUOptions& options);
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  /// forward, under PyTorch's call syntax: auto [output, h_n] = gru(x);
+  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) { return forward(input, hx); }
 };
 
 /// What the three cells share: weight_ih [G*hidden, input], weight_hh [G*hidden, hidden],
@@ -128,6 +135,8 @@ class RNNCell : public RNNCellBase {
   /// h' [batch, hidden] (or [hidden] for a 1-D input).
   Tensor forward(const Tensor& input, const Tensor& hx);
   Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  using Module::operator();
+  Tensor operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
   std::string extra_repr() const override;
   const std::string nonlinearity;
 };
@@ -135,9 +144,13 @@ class RNNCell : public RNNCellBase {
 class LSTMCell : public RNNCellBase {
  public:
   LSTMCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true);
+  using State = std::tuple<Tensor, Tensor>;  // (h, c)
   /// (h', c').
-  std::tuple<Tensor, Tensor> forward(const Tensor& input,
-                                     const std::optional<std::tuple<Tensor, Tensor>>& hx = std::nullopt);
+  State forward(const Tensor& input, const std::optional<State>& hx = std::nullopt);
+  State forward(const Tensor& input, const State& hx) { return forward(input, std::optional<State>(hx)); }
+  /// forward, under PyTorch's call syntax: auto [h, c] = cell(x, {h, c});
+  State operator()(const Tensor& input, const std::optional<State>& hx = std::nullopt) { return forward(input, hx); }
+  State operator()(const Tensor& input, const State& hx) { return forward(input, hx); }
 };
 
 class GRUCell : public RNNCellBase {
@@ -145,6 +158,8 @@ class GRUCell : public RNNCellBase {
   GRUCell(std::int64_t input_size, std::int64_t hidden_size, bool bias = true);
   Tensor forward(const Tensor& input, const Tensor& hx);
   Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  using Module::operator();
+  Tensor operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
 };
 
 }  // namespace kiln::nn

@@ -8,6 +8,7 @@
 #include "autograd/functions/index.h"
 #include "autograd/functions/triangular.h"
 #include "core/creation.h"
+#include "core/random.h"
 
 namespace kiln::nn {
 
@@ -26,6 +27,19 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOp
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
 }
+
+namespace {
+TransformerEncoderLayerOptions with_sizes(TransformerEncoderLayerOptions options, std::int64_t d_model,
+                                          std::int64_t nhead) {
+  options.d_model = d_model;
+  options.nhead = nhead;
+  return options;
+}
+}  // namespace
+
+TransformerEncoderLayer::TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead,
+                                                 TransformerEncoderLayerOptions options)
+    : TransformerEncoderLayer(with_sizes(std::move(options), d_model, nhead)) {}
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding) {
   return dropout1->forward(std::get<0>(self_attn->forward(x, x, x, padding, /*need_weights=*/false, mask)));
@@ -54,6 +68,22 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderLayerOptions& lay
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (std::int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(layer));
   if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(Shape{layer.d_model}, layer.layer_norm_eps));
+}
+
+TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer, std::int64_t num_layers, bool final_norm)
+    : TransformerEncoder(layer, num_layers, final_norm, get_rng_state()) {}
+
+TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer, std::int64_t num_layers, bool final_norm,
+                                       const Tensor& rng_state)
+    : TransformerEncoder(layer.options, num_layers, final_norm) {
+  // The layers' fresh initialisation is overwritten below; undoing its draws leaves the random
+  // stream where PyTorch's deepcopy leaves it.
+  set_rng_state(rng_state);
+  const Tensor like = layer.parameters().front();
+  to(like.device(), like.dtype());
+  const StateDict weights = layer.state_dict();
+  for (std::size_t i = 0; i < layers->size(); ++i) (*layers)[i]->load_state_dict(weights);
+  train(layer.is_training());
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& padding) {

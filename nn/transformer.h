@@ -3,8 +3,9 @@
 // feed-forward block, each with dropout and a residual connection, layer norm after each
 // (post-norm, the default) or before (norm_first).
 //
-//   kiln::nn::TransformerEncoder encoder({.d_model = 256, .nhead = 4, .batch_first = true}, 2);
-//   Tensor y = encoder.forward(x, causal_mask);     // x [B, T, 256]
+//   kiln::nn::TransformerEncoderLayer layer(256, 4, {.batch_first = true});
+//   kiln::nn::TransformerEncoder encoder(layer, 2);  // two copies of layer, weights included
+//   Tensor y = encoder(x, kiln::nn::generate_square_subsequent_mask(T));   // x [B, T, 256]
 //
 // Read next: nn/attention.h.
 #pragma once
@@ -32,10 +33,19 @@ struct TransformerEncoderLayerOptions {
 class TransformerEncoderLayer : public Module {
  public:
   explicit TransformerEncoderLayer(const TransformerEncoderLayerOptions& options);
+  /// PyTorch's TransformerEncoderLayer(d_model, nhead, ...): the required arguments first, the
+  /// rest as designated initializers ({.dim_feedforward = 64, .batch_first = true}); the
+  /// options' own d_model and nhead are overridden.
+  TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead, TransformerEncoderLayerOptions options = {});
   /// `src_mask` [L, S] or [N * nhead, L, S] (bool: true = not allowed; float: added);
   /// `src_key_padding_mask` [N, S] (true = padding).
   Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {});
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+  /// forward, under PyTorch's call syntax: layer(x), layer(x, mask), layer(x, mask, padding).
+  using Module::operator();
+  Tensor operator()(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {}) {
+    return forward(src, src_mask, src_key_padding_mask);
+  }
 
   const TransformerEncoderLayerOptions options;
   std::shared_ptr<MultiheadAttention> self_attn;
@@ -53,12 +63,29 @@ class TransformerEncoderLayer : public Module {
 class TransformerEncoder : public Module {
  public:
   TransformerEncoder(const TransformerEncoderLayerOptions& layer, std::int64_t num_layers, bool final_norm = false);
+  /// PyTorch's TransformerEncoder(encoder_layer, num_layers): every layer starts as a copy of
+  /// `layer` (options, weights, device, dtype, training mode), and later trains on its own.
+  /// Making the copies draws no random numbers, as PyTorch's deepcopy draws none.
+  TransformerEncoder(const TransformerEncoderLayer& layer, std::int64_t num_layers, bool final_norm = false);
+  TransformerEncoder(const std::shared_ptr<TransformerEncoderLayer>& layer, std::int64_t num_layers,
+                     bool final_norm = false)
+      : TransformerEncoder(*layer, num_layers, final_norm) {}
   Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {});
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
+  /// forward, under PyTorch's call syntax: encoder(x), encoder(x, mask), encoder(x, mask, padding).
+  using Module::operator();
+  Tensor operator()(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {}) {
+    return forward(src, mask, src_key_padding_mask);
+  }
 
   const std::int64_t num_layers;
   std::shared_ptr<ModuleList> layers;
   std::shared_ptr<LayerNorm> norm;  // null without final_norm
+
+ private:
+  // Copies `layer` into fresh layers made after the random state was saved in `rng_state`.
+  TransformerEncoder(const TransformerEncoderLayer& layer, std::int64_t num_layers, bool final_norm,
+                     const Tensor& rng_state);
 };
 
 /// A causal mask for a sequence of `size`: -inf above the diagonal, 0 elsewhere

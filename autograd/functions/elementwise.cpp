@@ -448,6 +448,20 @@ bool equal(const Tensor& a, const Tensor& b) {
 
 // --- Tensor methods -----------------------------------------------------------------------------
 
+Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
+  return kiln::where(condition, *this, other);
+}
+Tensor Tensor::where(const Tensor& condition, const Scalar& other) const {
+  return kiln::where(condition, *this, other);
+}
+Tensor Tensor::isclose(const Tensor& other, double rtol, double atol) const {
+  return kiln::isclose(*this, other, rtol, atol);
+}
+bool Tensor::allclose(const Tensor& other, double rtol, double atol) const {
+  return kiln::allclose(*this, other, rtol, atol);
+}
+bool Tensor::equal(const Tensor& other) const { return kiln::equal(*this, other); }
+
 Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return AddFn::apply(*this, o, alpha); }
 Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const { return AddFn::apply(*this, wrap(o), alpha); }
 Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return SubFn::apply(*this, o, alpha); }

@@ -281,7 +281,7 @@ Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim) const {
       // result does not depend on it mathematically, so its gradient is zero anyway. Where the
       // max is infinite it is replaced by 0 so that inf - inf does not make a NaN.
       Tensor m = x.detach().amax(dims, true);
-      m = where(m.abs() == INFINITY, 0.0, m);
+      m = kiln::where(m.abs() == INFINITY, 0.0, m);
       Tensor out = (x - m).exp().sum(dims, true).log() + m;
       return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), wrap_dims(dims, x.dim()), false));
     });

@@ -28,4 +28,7 @@ Tensor tril(const Tensor& x, std::int64_t diagonal) {
   return masked_fill(x, diagonal_offsets(x, "tril").gt(diagonal), 0);
 }
 
+Tensor Tensor::triu(std::int64_t diagonal) const { return kiln::triu(*this, diagonal); }
+Tensor Tensor::tril(std::int64_t diagonal) const { return kiln::tril(*this, diagonal); }
+
 }  // namespace kiln

@@ -234,9 +234,14 @@ TensorList Tensor::split(std::int64_t split_size, std::int64_t dim) const {
   return parts;
 }
 TensorList Tensor::split_with_sizes(IntArrayRef split_sizes, std::int64_t dim) const {
+  KILN_CHECK(this->dim() > 0, "split expects at least a 1-dimensional tensor");
   const std::int64_t n = sizes()[wrap_dim(dim, this->dim())];
+  for (auto s : split_sizes) {
+    KILN_CHECK(s >= 0, "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=",
+               split_sizes);
+  }
   const std::int64_t total = std::accumulate(split_sizes.begin(), split_sizes.end(), std::int64_t{0});
-  KILN_CHECK(total == n, "split_with_sizes expects split_sizes to sum exactly to ", n,
+  KILN_CHECK_VALUE(total == n, "split_with_sizes expects split_sizes to sum exactly to ", n,
              " (input tensor's size at dimension ", dim, "), but got split_sizes=", split_sizes);
   TensorList parts;
   std::int64_t start = 0;

@@ -176,3 +176,39 @@ TEST(Idioms, PythonIndexingWithSliceEllipsisAndNone) {
 }
 
 }  // namespace
+
+namespace {
+
+// The rows of docs/pytorch-to-kiln.md added by the second round of habits, as written there.
+TEST(Idioms, SequenceLayersAndTensorMethodsAsTheDocsWriteThem) {
+  manual_seed(0);
+  nn::Linear model(4, 3);
+  for (auto& p : model.parameters()) p.requires_grad_(false);
+  EXPECT_EQ(model.num_parameters(/*trainable_only=*/true), 0);
+  const Tensor x = arange(0.0, 10.0).reshape({2, 5});
+  const TensorList ab = x.split({2, 3}, 1);
+  EXPECT_EQ(values(ab[1].select(0, 0)), (std::vector<double>{2, 3, 4}));
+  EXPECT_EQ(values(x.narrow(1, 0, 2).triu(1)), (std::vector<double>{0, 1, 0, 0}));
+  EXPECT_EQ(x.half().dtype(), kFloat16);
+
+  nn::LSTM lstm(nn::LSTMOptions(5, 4).num_layers(2).batch_first(true));
+  const Tensor seq = randn({3, 7, 5}), h0 = zeros({2, 3, 4}), c0 = zeros({2, 3, 4});
+  auto [out, state] = lstm(seq, {h0, c0});
+  auto [h, c] = state;
+  // The last layer's h_n is its output at the last step.
+  EXPECT_TRUE(kiln::testing::tensors_near(h.select(0, 1), out.select(1, -1), 0.0));
+  EXPECT_EQ(c.sizes(), (Shape{2, 3, 4}));
+
+  nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .batch_first = true});
+  nn::TransformerEncoder enc(layer, 2);
+  nn::MultiheadAttention mha(8, 2, {.batch_first = true});
+  const Tensor src = randn({2, 4, 8});
+  const Tensor mask = nn::generate_square_subsequent_mask(4);
+  enc.eval();
+  EXPECT_EQ(enc(src, mask).sizes(), (Shape{2, 4, 8}));
+  auto [attended, weights] = mha(src, src, src, {.need_weights = false, .attn_mask = mask});
+  EXPECT_EQ(attended.sizes(), (Shape{2, 4, 8}));
+  EXPECT_FALSE(weights.defined());
+}
+
+}  // namespace
