@@ -28,6 +28,7 @@ Guard Guard::of(const std::vector<Tensor>& inputs) {
   g.autocast_cpu_dtype = amp::get_autocast_dtype(DeviceType::CPU);
   g.autocast_cuda_dtype = amp::get_autocast_dtype(DeviceType::CUDA);
   g.threads = get_num_threads();
+  g.requires_grad_changes = TensorImpl::requires_grad_changes();
   return g;
 }
 
@@ -77,6 +78,12 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
   State& s = *state_;
   const Guard guard = Guard::of(inputs);
   s.last_replayed = false;
+  // Graphs captured before a leaf's requires_grad changed can never match again.
+  if (std::erase_if(s.entries, [&](const State::Entry& e) {
+        return e.guard.requires_grad_changes != guard.requires_grad_changes;
+      }) > 0) {
+    s.last_graph = nullptr;
+  }
   for (State::Entry& e : s.entries) {
     if (!(e.guard == guard)) continue;
     if (e.graph) {

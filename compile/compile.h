@@ -55,6 +55,9 @@ struct Guard {
   bool autocast_cpu = false, autocast_cuda = false;
   DType autocast_cpu_dtype = kBFloat16, autocast_cuda_dtype = kFloat16;
   int threads = 0;
+  /// TensorImpl::requires_grad_changes() when captured: a parameter frozen or unfrozen since
+  /// changes which gradients the step computes.
+  std::uint64_t requires_grad_changes = 0;
   bool operator==(const Guard&) const = default;
   /// The guard of a call with `inputs` made now.
   static Guard of(const std::vector<Tensor>& inputs);

@@ -29,10 +29,19 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, Shape sizes, Shape stri
              "a tensor with a grad_fn must require grad");
 }
 
+namespace {
+std::atomic<std::uint64_t> leaf_requires_grad_changes{0};
+}  // namespace
+
 void TensorImpl::set_leaf_requires_grad(bool requires_grad) {
   KILN_CHECK(is_leaf(), "set_leaf_requires_grad on a tensor with a grad_fn");
   KILN_CHECK_TYPE(!requires_grad || is_floating_point(dtype_), msg::requires_grad_dtype(dtype_));
+  if (requires_grad_ != requires_grad) leaf_requires_grad_changes.fetch_add(1, std::memory_order_relaxed);
   requires_grad_ = requires_grad;
+}
+
+std::uint64_t TensorImpl::requires_grad_changes() {
+  return leaf_requires_grad_changes.load(std::memory_order_relaxed);
 }
 
 TensorImpl::~TensorImpl() { delete autograd_meta_.load(std::memory_order_acquire); }

@@ -89,6 +89,10 @@ class TensorImpl {
   /// A leaf's requires_grad, changed in place (Tensor::requires_grad_ checks that this is a
   /// leaf). See Note [The creation contract].
   void set_leaf_requires_grad(bool requires_grad);
+  /// How many times any leaf's requires_grad has been changed in place, process-wide: a
+  /// compiled step captured before a change recaptures (a frozen or unfrozen parameter changes
+  /// which gradients the step computes).
+  static std::uint64_t requires_grad_changes();
 
   const Provenance& provenance() const { return provenance_; }
   /// Diagnostic only (not a term): set when an op produced this tensor with grad mode off

@@ -121,6 +121,29 @@ TEST_F(CompileTest, TheFashionCnnStepMatchesEagerInFloat32) {
   expect_same_training<examples::Cnn>({8, 1, 28, 28}, 10, kFloat32, /*adam=*/true, 4, 1e-5, "all");
 }
 
+TEST_F(CompileTest, FreezingAParameterCapturesAgain) {
+  // requires_grad_(false) on a parameter after the capture changes which gradients the step
+  // computes: the next call must capture again, and the frozen layer must stay as it is.
+  Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
+  manual_seed(5);
+  Tensor frozen_weight;
+  for (int i = 0; i < 5; ++i) {
+    if (i == 2) {
+      for (Trainer<SmallMlp>* t : {&eager, &compiled}) {
+        t->model->fc1->weight.requires_grad_(false);
+        t->model->fc1->bias.requires_grad_(false);
+      }
+      frozen_weight = compiled.model->fc1->weight.clone();
+    }
+    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+    EXPECT_NEAR(step(x, y).item<double>(), eager.step(x, y).item<double>(), 1e-12) << "step " << i;
+    ASSERT_LE(parameter_gap(*eager.model, *compiled.model), 1e-12) << "step " << i;
+  }
+  EXPECT_EQ(step.stats().captures, 2);
+  EXPECT_TRUE(equal(compiled.model->fc1->weight, frozen_weight));
+}
+
 TEST_F(CompileTest, AReplayAllocatesNothing) {
   Trainer<SmallCnn> run(3, kFloat32, true);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); });
