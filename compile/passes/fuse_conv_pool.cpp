@@ -12,9 +12,10 @@ namespace kiln::compiler {
 // After fuse_conv_relu, train_cnn's first layer is `A = conv2d.forward_relu(x, w, b)` (12.8 MB
 // at batch 128) and `V, I = max_pool2d(A)`: the pool reads all of A back from memory, and
 // once fuse_pool_relu_backward has run nothing else reads A (relu's backward then goes through
-// the pool's values, Note [Relu's backward through a max pool]; the weight gradient reads x). Kiln's thin kernel makes its output row by
-// row in registers, so it can pool each pair of rows as soon as both exist
-// (ConvKernels::forward_relu_max_pool) and A is never written. The pass fuses the two when:
+// the pool's values, Note [Relu's backward through a max pool]; the weight gradient reads x).
+// Kiln's thin kernel makes its output row by row in registers, so it can pool each pair of rows
+// as soon as both exist (ConvKernels::forward_relu_max_pool) and A is never written. The pass
+// fuses the two when:
 //  - the convolution is thin (core/cpu/conv_thin.cpp makes its rows; oneDNN's convolutions
 //    write whole blocked tensors, and for them the pair would only move A into scratch memory)
 //    and the pool is 2x2 with stride 2, no padding or dilation (thin_conv2d_pools_rows);
