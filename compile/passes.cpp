@@ -56,6 +56,14 @@ std::vector<Pass> selected_passes(const std::string& selection) {
   return out;
 }
 
+void remove_nodes(Graph& g, const std::vector<bool>& removed) {
+  std::vector<Node> kept;
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
+  }
+  g.nodes = std::move(kept);
+}
+
 void run_passes(Graph& g, const std::vector<Pass>& passes) {
   for (const Pass& p : passes) p.run(g);
 }

@@ -34,6 +34,9 @@ void fuse_unpool_weight_gradient(Graph& g);
 /// Places every temporary in one arena: a replay allocates nothing (Note [One arena per step]).
 void plan_memory(Graph& g);
 
+/// Drops the nodes marked in `removed` (a fusion pass's absorbed calls), keeping the others' order.
+void remove_nodes(Graph& g, const std::vector<bool>& removed);
+
 struct Pass {
   const char* name;
   void (*run)(Graph&);

@@ -69,4 +69,11 @@ bool touched_between(const StorageUses& uses, std::size_t first, std::size_t las
   return false;
 }
 
+bool written_between(const StorageUses& uses, std::size_t first, std::size_t last) {
+  for (std::size_t n : uses.writes) {
+    if (n > first && n < last) return true;
+  }
+  return false;
+}
+
 }  // namespace kiln::compiler

@@ -31,5 +31,7 @@ Tensor with_geometry(const Tensor& over, const Tensor& like);
 
 /// Whether any node strictly between `first` and `last` reads or writes storage `s`.
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last);
+/// Whether any node strictly between `first` and `last` writes storage `s`.
+bool written_between(const StorageUses& uses, std::size_t first, std::size_t last);
 
 }  // namespace kiln::compiler

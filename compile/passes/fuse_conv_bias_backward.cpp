@@ -42,10 +42,6 @@ bool same_view(const Tensor& a, const Tensor& b) {
          a.impl()->storage_offset() == b.impl()->storage_offset() && a.dtype() == b.dtype();
 }
 
-bool written_between(const StorageUses& uses, std::size_t first, std::size_t last) {
-  return std::any_of(uses.writes.begin(), uses.writes.end(), [&](std::size_t n) { return n > first && n < last; });
-}
-
 /// The node that sums `grad_output` into a bias gradient of `channels` values, if any.
 std::optional<std::size_t> bias_sum_of(const Graph& g, const StorageUses& grad_output_uses,
                                        const Tensor& grad_output, std::int64_t channels) {
@@ -100,11 +96,7 @@ void fuse_conv_bias_backward(Graph& g) {
     kept.made_by = "fuse_conv_bias_backward";
     removed[last] = true;
   }
-  std::vector<Node> kept;
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
-  }
-  g.nodes = std::move(kept);
+  remove_nodes(g, removed);
 }
 
 }  // namespace kiln::compiler

@@ -56,11 +56,7 @@ void fuse_conv_relu(Graph& g) {
     conv.made_by = "fuse_conv_relu";
     removed[m] = true;
   }
-  std::vector<Node> kept;
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
-  }
-  g.nodes = std::move(kept);
+  remove_nodes(g, removed);
 }
 
 }  // namespace kiln::compiler

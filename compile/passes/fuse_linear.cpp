@@ -82,11 +82,7 @@ void fuse_linear(Graph& g) {
     removed[*m] = true;
     if (relu) removed[last] = true;
   }
-  std::vector<Node> kept;
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
-  }
-  g.nodes = std::move(kept);
+  remove_nodes(g, removed);
 }
 
 }  // namespace kiln::compiler

@@ -1,8 +1,6 @@
 // compile/passes/fuse_unpool_weight_gradient.cpp — a thin first layer's weight and bias gradients
 // read their dY straight from the max pool's backward, which then never writes it. See Note
 // [A thin layer's weight gradient read through its pool].
-#include <algorithm>
-
 #include "compile/passes.h"
 #include "compile/storage_uses.h"
 #include "core/cpu/cpu_kernels.h"
@@ -33,10 +31,6 @@ using WeightBiasCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, co
 using UnpoolCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&>;
 using FusedCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                             const Im2ColGeometry&, std::int64_t>;
-
-bool written_between(const StorageUses& uses, std::size_t first, std::size_t last) {
-  return std::any_of(uses.writes.begin(), uses.writes.end(), [&](std::size_t n) { return n > first && n < last; });
-}
 
 }  // namespace
 
@@ -81,11 +75,7 @@ void fuse_unpool_weight_gradient(Graph& g) {
     weight.made_by = "fuse_unpool_weight_gradient";
     removed[n] = true;
   }
-  std::vector<Node> kept;
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
-  }
-  g.nodes = std::move(kept);
+  remove_nodes(g, removed);
 }
 
 }  // namespace kiln::compiler
