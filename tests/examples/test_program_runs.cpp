@@ -156,6 +156,31 @@ TEST_F(ProgramRuns, ProfileWritesATraceAndPrintsTheTable) {
   EXPECT_EQ(steps, 3);
 }
 
+// train_charlm's loop is its own: the same three steps, with the Transformer's ops in the table.
+TEST_F(ProgramRuns, TrainCharlmProfilesItsSteps) {
+  const fs::path text = root_ / "text.txt", dir = root_ / "charlm_profile";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 200; ++i) out << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  const ProgramRun r = run_example("train_charlm", {"--text", text.string(), "--steps", "6", "--eval-every", "6",
+                                                    "--context", "16", "--width", "16", "--layers", "1", "--heads",
+                                                    "2", "--profile", dir.string()},
+                                   std::chrono::seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  for (const char* text_in_table : {"Self CPU %", "aten::", "optimizer.step", "trace.json"}) {
+    EXPECT_NE(r.out.find(text_in_table), std::string::npos) << text_in_table << "\n" << r.out;
+  }
+  std::ifstream in(dir / "trace.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  int steps = 0;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("name").get<std::string>().rfind("ProfilerStep#", 0) == 0) ++steps;
+  }
+  EXPECT_EQ(steps, 3);
+}
+
 TEST_F(ProgramRuns, TrainDdpWritesItsLog) {
   if (!distributed::mpi_is_available()) GTEST_SKIP() << "Kiln is built without MPI";
   const std::string log = (root_ / "ddp.csv").string();
