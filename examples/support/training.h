@@ -137,7 +137,7 @@ inline constexpr std::int64_t kMaxSamples = 1'000'000'000;
 struct TrainingFlags {
   bool memory_plan = true;   // --plan and --batch-size auto
   bool checkpoints = true;   // --checkpoint-dir, --checkpoint-every, --keep-checkpoints, --resume, --overwrite
-  bool profile = true;       // --profile (programs whose loop is train()'s)
+  bool profile = true;       // --profile DIR (steps 3-5 profiled)
 };
 
 /// A batch size: a positive integer, or "auto" where the program can plan one.
@@ -212,10 +212,11 @@ inline void add_training_flags(Flags& f, TrainConfig& c, TrainingFlags which = {
 inline constexpr std::int64_t kProfileWarmupSteps = 2;
 inline constexpr std::int64_t kProfileActiveSteps = 3;
 
-/// Prints the profile's table and writes DIR/trace.json.
-inline void report_profile(const profiler::Profile& prof, const std::string& dir) {
+/// Prints the profile's table and writes DIR/`file` (trace.json; train_ddp's ranks each their own).
+inline void report_profile(const profiler::Profile& prof, const std::string& dir,
+                           const std::string& file = "trace.json") {
   std::filesystem::create_directories(dir);
-  const std::string trace = (std::filesystem::path(dir) / "trace.json").string();
+  const std::string trace = (std::filesystem::path(dir) / file).string();
   prof.export_chrome_trace(trace);
   std::printf("\nprofile (after %lld warm-up steps):\n%s", static_cast<long long>(kProfileWarmupSteps),
               prof.key_averages().table({.sort_by = "self_cpu_time_total", .row_limit = 20}).c_str());

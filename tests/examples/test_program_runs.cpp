@@ -181,11 +181,12 @@ TEST_F(ProgramRuns, TrainCharlmProfilesItsSteps) {
   EXPECT_EQ(steps, 3);
 }
 
-TEST_F(ProgramRuns, TrainDdpWritesItsLog) {
+TEST_F(ProgramRuns, TrainDdpWritesItsLogAndProfile) {
   if (!distributed::mpi_is_available()) GTEST_SKIP() << "Kiln is built without MPI";
   const std::string log = (root_ / "ddp.csv").string();
+  const fs::path profile = root_ / "ddp_profile";
   const ProgramRun r = run_example("train_ddp", {"--data", (root_ / "data").string(), "--epochs", "2", "--batch-size",
-                                                 "32", "--threads", "1", "--log", log},
+                                                 "32", "--threads", "1", "--log", log, "--profile", profile.string()},
                                    std::chrono::seconds(120),
                                    {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
@@ -193,6 +194,16 @@ TEST_F(ProgramRuns, TrainDdpWritesItsLog) {
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0].substr(0, 6), "epoch,");
   EXPECT_EQ(lines[2].substr(0, 2), "2,");
+  // --profile: this rank's trace (one rank here), its three steps across the epochs' boundary.
+  EXPECT_NE(r.out.find("Self CPU %"), std::string::npos) << r.out;
+  std::ifstream in(profile / "trace.rank0.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  int steps = 0;
+  for (const nlohmann::json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("name").get<std::string>().rfind("ProfilerStep#", 0) == 0) ++steps;
+  }
+  EXPECT_EQ(steps, 3);
 }
 
 }  // namespace
