@@ -137,6 +137,18 @@ TEST_F(ProgramRuns, ABinaryFileIsNotTrainedOnAsText) {
   EXPECT_NE(r.err.find("is not a text file"), std::string::npos) << r.err;
 }
 
+/// The ProfilerStep#N spans in the Trace Event JSON at `trace` (-1 when it cannot be read).
+int profiled_steps(const fs::path& trace) {
+  std::ifstream in(trace);
+  if (!in.good()) return -1;
+  const nlohmann::json parsed = nlohmann::json::parse(in);  // alive through the loop below
+  int steps = 0;
+  for (const nlohmann::json& e : parsed.at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("name").get<std::string>().rfind("ProfilerStep#", 0) == 0) ++steps;
+  }
+  return steps;
+}
+
 // --profile: steps 3-5 (after 2 warm-up steps) are profiled; the table is printed and the
 // trace written where asked, as Trace Event JSON with the three steps in it.
 TEST_F(ProgramRuns, ProfileWritesATraceAndPrintsTheTable) {
@@ -146,14 +158,7 @@ TEST_F(ProgramRuns, ProfileWritesATraceAndPrintsTheTable) {
   for (const char* text : {"Self CPU %", "# of Calls", "optimizer.step", "Self CPU time total: ", "trace.json"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
   }
-  std::ifstream in(dir / "trace.json");
-  ASSERT_TRUE(in.good());
-  const nlohmann::json trace = nlohmann::json::parse(in);
-  int steps = 0;
-  for (const nlohmann::json& e : trace.at("traceEvents")) {
-    if (e.at("ph") == "X" && e.at("name").get<std::string>().rfind("ProfilerStep#", 0) == 0) ++steps;
-  }
-  EXPECT_EQ(steps, 3);
+  EXPECT_EQ(profiled_steps(dir / "trace.json"), 3);
 }
 
 // train_charlm's loop is its own: the same three steps, with the Transformer's ops in the table.
@@ -171,14 +176,7 @@ TEST_F(ProgramRuns, TrainCharlmProfilesItsSteps) {
   for (const char* text_in_table : {"Self CPU %", "aten::", "optimizer.step", "trace.json"}) {
     EXPECT_NE(r.out.find(text_in_table), std::string::npos) << text_in_table << "\n" << r.out;
   }
-  std::ifstream in(dir / "trace.json");
-  ASSERT_TRUE(in.good());
-  const nlohmann::json trace = nlohmann::json::parse(in);
-  int steps = 0;
-  for (const nlohmann::json& e : trace.at("traceEvents")) {
-    if (e.at("ph") == "X" && e.at("name").get<std::string>().rfind("ProfilerStep#", 0) == 0) ++steps;
-  }
-  EXPECT_EQ(steps, 3);
+  EXPECT_EQ(profiled_steps(dir / "trace.json"), 3);
 }
 
 TEST_F(ProgramRuns, TrainDdpWritesItsLogAndProfile) {
@@ -196,14 +194,7 @@ TEST_F(ProgramRuns, TrainDdpWritesItsLogAndProfile) {
   EXPECT_EQ(lines[2].substr(0, 2), "2,");
   // --profile: this rank's trace (one rank here), its three steps across the epochs' boundary.
   EXPECT_NE(r.out.find("Self CPU %"), std::string::npos) << r.out;
-  std::ifstream in(profile / "trace.rank0.json");
-  ASSERT_TRUE(in.good());
-  const nlohmann::json trace = nlohmann::json::parse(in);
-  int steps = 0;
-  for (const nlohmann::json& e : trace.at("traceEvents")) {
-    if (e.at("ph") == "X" && e.at("name").get<std::string>().rfind("ProfilerStep#", 0) == 0) ++steps;
-  }
-  EXPECT_EQ(steps, 3);
+  EXPECT_EQ(profiled_steps(profile / "trace.rank0.json"), 3);
 }
 
 }  // namespace
