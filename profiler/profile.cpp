@@ -15,7 +15,9 @@
 #include "core/error.h"
 #include "core/profiler_hooks.h"
 #include "core/tensor.h"
+#include "core/warning.h"
 #include "profiler/chrome_trace.h"
+#include "profiler/html_report.h"
 #include "profiler/op_name.h"
 
 namespace kiln::profiler {
@@ -199,10 +201,69 @@ namespace {
 std::atomic<bool> g_profiling{false};
 }
 
-Profile::Profile(ProfileOptions options) : options_(options) {
+Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
   KILN_CHECK_NOT_IMPLEMENTED(!options_.with_stack, "profiler: with_stack=True is not supported yet");
+  if (options_.schedule) options_.schedule->validate();
   KILN_CHECK(observer() == nullptr && !g_profiling.exchange(true),
              "Profiler is already enabled: one kiln::profiler::Profile records at a time");
+  thread_ = std::this_thread::get_id();
+  profiling_ = true;
+  action_ = options_.schedule ? (*options_.schedule)(0) : ProfilerAction::Record;
+  if (action_ != ProfilerAction::None) start_trace();
+  begin_step_span();
+}
+
+Profile::~Profile() {
+  // An on_trace_ready that throws here cannot propagate out of a destructor: say so instead.
+  try {
+    stop();
+  } catch (const std::exception& e) {
+    warn(std::string("profiler: stopping the profile at its destruction failed: ") + e.what());
+  }
+}
+
+void Profile::step() {
+  check_thread("step()");
+  KILN_CHECK(profiling_, "profiler: step() after stop()");
+  end_step_span();
+  const ProfilerAction previous = action_;
+  ++step_num_;
+  action_ = options_.schedule ? (*options_.schedule)(step_num_) : ProfilerAction::Record;
+  transit(previous, action_);
+  begin_step_span();
+}
+
+void Profile::stop() {
+  if (!profiling_) return;
+  check_thread("stop()");
+  end_step_span();
+  profiling_ = false;
+  const bool ready = recorder_ != nullptr && action_ != ProfilerAction::Warmup;
+  if (ready) {
+    stop_trace();
+  } else if (recorder_ != nullptr) {
+    discard_trace();
+  }
+  g_profiling.store(false);
+  if (ready) trace_ready();
+}
+
+// PyTorch's _transit_action, folded: a saved recording ends and is handed over, a warm-up is
+// thrown away when real recording (or nothing) follows, and any recording step starts a
+// recorder if none runs.
+void Profile::transit(ProfilerAction from, ProfilerAction to) {
+  const bool recording_ends = from == ProfilerAction::RecordAndSave ||
+                              (from == ProfilerAction::Record && (to == ProfilerAction::None || to == ProfilerAction::Warmup));
+  if (recording_ends) {
+    stop_trace();
+    trace_ready();
+  } else if (from == ProfilerAction::Warmup && to != ProfilerAction::Warmup) {
+    discard_trace();
+  }
+  if (recorder_ == nullptr && to != ProfilerAction::None) start_trace();
+}
+
+void Profile::start_trace() {
   recorder_ = std::make_unique<detail::Recorder>(options_.record_shapes, detail::Clock::now());
   if (options_.profile_memory) {
     detail::MemoryTap::instance().set_target(recorder_.get());
@@ -210,28 +271,49 @@ Profile::Profile(ProfileOptions options) : options_(options) {
   }
   initial_allocated_ = cpu_allocator_stats().allocated_bytes;
   set_observer(recorder_.get());
-  recording_ = true;
 }
 
-Profile::~Profile() {
-  if (recording_) stop();
-}
-
-void Profile::stop() {
-  if (!recording_) return;
-  KILN_CHECK(observer() == recorder_.get(), "profiler: stop() must run on the thread that started the Profile");
+void Profile::discard_trace() {
   set_observer(nullptr);
   if (options_.profile_memory) {
     set_memory_observer(nullptr);
     detail::MemoryTap::instance().set_target(nullptr);
   }
-  recording_ = false;
-  g_profiling.store(false);
-  events_ = recorder_->finish();
-  memory_ = recorder_->take_memory();
+  recorder_.reset();
 }
 
-void Profile::check_finished() const { KILN_CHECK(!recording_, "Profiler didn't finish running"); }
+void Profile::stop_trace() {
+  set_observer(nullptr);
+  if (options_.profile_memory) {
+    set_memory_observer(nullptr);
+    detail::MemoryTap::instance().set_target(nullptr);
+  }
+  events_ = recorder_->finish();
+  memory_ = recorder_->take_memory();
+  recorder_.reset();
+}
+
+void Profile::trace_ready() {
+  if (options_.on_trace_ready) options_.on_trace_ready(*this);
+}
+
+void Profile::begin_step_span() {
+  if (!options_.schedule || recorder_ == nullptr) return;
+  recorder_->region_begin(("ProfilerStep#" + std::to_string(step_num_)).c_str());
+  step_span_open_ = true;
+}
+
+void Profile::end_step_span() {
+  if (step_span_open_ && recorder_ != nullptr) recorder_->region_end();
+  step_span_open_ = false;
+}
+
+void Profile::check_thread(const char* what) const {
+  KILN_CHECK(std::this_thread::get_id() == thread_, "profiler: ", what,
+             " must run on the thread that started the Profile");
+}
+
+void Profile::check_finished() const { KILN_CHECK(recorder_ == nullptr, "Profiler didn't finish running"); }
 
 const std::vector<Event>& Profile::events() const {
   check_finished();
@@ -253,6 +335,14 @@ void Profile::export_chrome_trace(const std::string& path) const {
   std::ofstream file(path);
   KILN_CHECK(file.good(), "profiler: cannot open '", path, "' for writing");
   file << chrome_trace_json(events_, memory_, initial_allocated_);
+  KILN_CHECK(file.good(), "profiler: writing '", path, "' failed");
+}
+
+void Profile::export_html(const std::string& path) const {
+  check_finished();
+  std::ofstream file(path);
+  KILN_CHECK(file.good(), "profiler: cannot open '", path, "' for writing");
+  file << step_html(events_, memory_, initial_allocated_);
   KILN_CHECK(file.good(), "profiler: writing '", path, "' failed");
 }
 

@@ -8,25 +8,40 @@
 //   prof.stop();
 //   std::cout << prof.key_averages().table({.sort_by = "self_cpu_time_total", .row_limit = 10});
 //   prof.export_chrome_trace("trace.json");  // open in https://ui.perfetto.dev
+//   prof.export_html("step.html");           // or look at one step in a browser
 //
+// With a schedule (profiler/schedule.h) it records only some steps, marks each recorded one
+// "ProfilerStep#N", and hands every finished recording to on_trace_ready, as PyTorch's does.
 // The hooks it listens at are in core/profiler_hooks.h (Note [Profiler hook points]).
-// Read next: profiler/key_averages.h, profiler/chrome_trace.h.
+// Read next: profiler/schedule.h, profiler/key_averages.h, profiler/chrome_trace.h,
+// profiler/html_report.h.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "profiler/event.h"
 #include "profiler/key_averages.h"
+#include "profiler/schedule.h"
 
 namespace kiln::profiler {
+
+class Profile;
 
 /// torch.profiler.profile's switches.
 struct ProfileOptions {
   bool record_shapes = false;   // keep each op's input shapes and dtypes
   bool profile_memory = false;  // keep the CPU allocator's events
   bool with_stack = false;      // source locations of ops: not recorded yet (an error if asked)
+  /// Which steps (counted by step()) are recorded; none: everything from construction to stop().
+  std::optional<Schedule> schedule = std::nullopt;
+  /// Called when a scheduled recording ends (after a RecordAndSave step, or at stop() while
+  /// recording), with the Profile, whose results are then that recording's.
+  std::function<void(Profile&)> on_trace_ready = nullptr;
 };
 
 namespace detail {
@@ -35,15 +50,21 @@ class Recorder;
 
 class Profile {
  public:
-  /// Starts recording on this thread. One Profile records at a time in a process.
+  /// Starts profiling on this thread (recording at once unless the schedule says otherwise).
+  /// One Profile exists at a time in a process.
   explicit Profile(ProfileOptions options = {});
   ~Profile();
   Profile(const Profile&) = delete;
   Profile& operator=(const Profile&) = delete;
 
-  /// Stops recording (the destructor does too); the results below need it.
+  /// Ends step step_num() and begins the next (PyTorch's prof.step()): the schedule's action
+  /// for the new step starts, stops, discards or saves the recording.
+  void step();
+  std::int64_t step_num() const { return step_num_; }
+  /// Stops profiling (the destructor does too); the results below need it.
   void stop();
-  bool is_recording() const { return recording_; }
+  /// Whether ops are being recorded now.
+  bool is_recording() const { return recorder_ != nullptr; }
 
   /// Every op, backward node and region recorded, in the order they began.
   const std::vector<Event>& events() const;
@@ -56,15 +77,30 @@ class Profile {
   EventList key_averages(bool group_by_input_shape = false) const;
   /// Writes the Trace Event JSON that chrome://tracing and Perfetto open.
   void export_chrome_trace(const std::string& path) const;
+  /// Writes one self-contained HTML page drawing a step (profiler/html_report.h).
+  void export_html(const std::string& path) const;
 
   const ProfileOptions& options() const { return options_; }
 
  private:
   void check_finished() const;
+  void check_thread(const char* what) const;
+  void start_trace();
+  void stop_trace();
+  void discard_trace();
+  void trace_ready();
+  void transit(ProfilerAction from, ProfilerAction to);
+  /// Opens "ProfilerStep#<step_num>" when steps are recorded (with a schedule, as PyTorch).
+  void begin_step_span();
+  void end_step_span();
 
   ProfileOptions options_;
+  std::thread::id thread_;
   std::unique_ptr<detail::Recorder> recorder_;
-  bool recording_ = false;
+  bool profiling_ = false;  // between construction and stop()
+  std::int64_t step_num_ = 0;
+  ProfilerAction action_ = ProfilerAction::Record;
+  bool step_span_open_ = false;
   std::int64_t initial_allocated_ = 0;
   std::vector<Event> events_;
   std::vector<MemorySample> memory_;

@@ -30,7 +30,7 @@ struct CnnStep {
   }
 };
 
-constexpr profiler::ProfileOptions kRecording{.record_shapes = true, .profile_memory = true};
+const profiler::ProfileOptions kRecording{.record_shapes = true, .profile_memory = true};
 
 /// profiled:0 runs the step alone; profiled:1 under one Profile spanning every timed step (its
 /// results are built after the timed loop, as a program would after its profiled steps).
