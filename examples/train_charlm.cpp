@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     f.add("--threads", threads, "CPU threads (0 = all cores)")->check(integer(0, kMaxNumThreads));
     f.add_switch("--compile", c.compile, "capture the training step once as a graph and replay it (kiln::compile)");
     f.add("--profile", c.profile_dir,
-          "profile steps 3-5 (after 2 warm-up steps): print the op table, write DIR/trace.json (open in Perfetto)")
+          "profile steps 3-5 (after 2 warm-up steps): print the op table, write DIR/trace.json (open in Perfetto) and DIR/step.html (one step drawn)")
         ->check(writable_folder());
     f.add_function("--device", [&c](const std::string& v) { c.device = Device(v); }, "cpu, cuda or cuda:N", "cpu")
         ->check(device());

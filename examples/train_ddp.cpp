@@ -116,21 +116,10 @@ int train_ddp(DdpFlags& flags) {
   for (const Tensor& p : ddp.synchronised_parameters()) {
     parameter_bytes += p.numel() * static_cast<std::int64_t>(itemsize(p.dtype()));
   }
-  // --profile: every rank profiles the same steps into DIR/trace.rank<r>.json; rank 0 prints
-  // its table.
-  std::optional<profiler::Profile> prof;
-  std::int64_t global_step = 0;
-  const std::string trace_file = "trace.rank" + std::to_string(rank) + ".json";
-  auto report = [&] {
-    prof->stop();
-    if (rank == 0) {
-      report_profile(*prof, c.profile_dir, trace_file);
-    } else {
-      std::filesystem::create_directories(c.profile_dir);
-      prof->export_chrome_trace((std::filesystem::path(c.profile_dir) / trace_file).string());
-    }
-    prof.reset();
-  };
+  // --profile: every rank profiles the same steps into DIR/trace.rank<r>.json and
+  // DIR/step.rank<r>.html; rank 0 prints its table.
+  StepProfiler profile(c.profile_dir, "trace.rank" + std::to_string(rank) + ".json",
+                       "step.rank" + std::to_string(rank) + ".html", rank == 0);
   double accuracy = 0.0;
   for (std::int64_t epoch = 1; epoch <= c.epochs; ++epoch) {
     Progress progress("epoch " + std::to_string(epoch), loader.size());
@@ -139,11 +128,6 @@ int train_ddp(DdpFlags& flags) {
     std::int64_t steps = 0, bytes = 0, measured_steps = 0;
     for (const data::Example& b : loader) {
       const Tensor images = b.data.to(c.device, true), y = b.target.to(c.device, true);
-      if (!c.profile_dir.empty() && global_step == kProfileWarmupSteps) {
-        prof.emplace(profiler::ProfileOptions{.record_shapes = true, .profile_memory = true});
-      }
-      std::optional<profiler::RecordFunction> profiled_step;
-      if (prof) profiled_step.emplace("ProfilerStep#" + std::to_string(global_step));
       const Tensor loss = c.compile ? compiled_step(images, y) : step(images, y);
       if (!compiled_step.last_call_replayed()) {  // a replay runs no hooks: DDP's figures are the eager steps'
         const nn::DdpStepStats s = ddp.last_step_stats();
@@ -153,9 +137,7 @@ int train_ddp(DdpFlags& flags) {
         ++measured_steps;
       }
       loss_sum += loss.item<double>();
-      profiled_step.reset();
-      ++global_step;
-      if (prof && global_step == kProfileWarmupSteps + kProfileActiveSteps) report();
+      profile.step();
       ++steps;
       if (rank == 0) {
         progress.update(static_cast<std::size_t>(steps), loss_sum / static_cast<double>(steps),
@@ -191,7 +173,7 @@ int train_ddp(DdpFlags& flags) {
     }
     distributed::barrier();  // the others wait while rank 0 evaluates
   }
-  if (prof) report();  // the run had fewer steps than --profile records: those it had
+  profile.finish();  // a run shorter than --profile's schedule: the steps it recorded
   if (rank == 0 && c.compile) report_compiled(compiled_step);
   if (rank == 0) {
     if (!c.checkpoint.empty()) {

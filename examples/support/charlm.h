@@ -291,7 +291,7 @@ struct CharLmConfig {
   std::string checkpoint;  // safetensors, with the vocabulary and shape as metadata
   bool quiet = false;
   bool compile = false;    // capture the training step once and replay it (kiln::compile)
-  std::string profile_dir;  // profile steps 3-5 (after 2 warm-up steps) into this folder ("" = none)
+  std::string profile_dir;  // --profile: steps 3-5 into this folder (examples/support/step_profiler.h; "" = none)
 };
 
 struct CharLmResult {
@@ -455,8 +455,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
   auto compiled_step = kiln::compile(
       [&](const Tensor& x, const Tensor& y) { return train_step(*model, optimizer, x, y, c.clip); });
   Progress progress(c.compile ? "train (compiled)" : "train", static_cast<std::size_t>(c.eval_every));
-  // --profile: a Profile around the steps after the warm-up ones, as train() takes it.
-  std::optional<profiler::Profile> prof;
+  StepProfiler profile(c.profile_dir);
   while ((c.max_steps == 0 || step < c.max_steps) && (c.seconds <= 0 || elapsed() < c.seconds)) {
     // Warm-up, then a cosine from the peak to a tenth of it over the budget (time or steps).
     const double done = c.max_steps > 0 ? static_cast<double>(step) / static_cast<double>(c.max_steps)
@@ -467,20 +466,10 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
     std::vector<std::size_t> starts(static_cast<std::size_t>(c.batch_size));
     for (std::size_t& s : starts) s = start_of(rng);
     const auto [x, y] = windows(corpus.train, starts, c.shape.context, c.device);
-    if (!c.profile_dir.empty() && step == kProfileWarmupSteps) {
-      prof.emplace(profiler::ProfileOptions{.record_shapes = true, .profile_memory = true});
-    }
-    std::optional<profiler::RecordFunction> profiled_step;
-    if (prof) profiled_step.emplace("ProfilerStep#" + std::to_string(step));
     const Tensor loss = c.compile ? compiled_step(x, y) : train_step(*model, optimizer, x, y, c.clip);
     ++step;
     const double nats = loss.item<double>(), bpc = nats * kBitsPerNat;
-    profiled_step.reset();
-    if (prof && step == kProfileWarmupSteps + kProfileActiveSteps) {
-      prof->stop();
-      report_profile(*prof, c.profile_dir);
-      prof.reset();
-    }
+    profile.step();
     train_sum += bpc;
     ++train_count;
     if (!c.quiet) {
@@ -493,10 +482,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
       if (step != c.max_steps) validate(step, c.eval_windows);
     }
   }
-  if (prof) {  // the run had fewer steps than --profile records: report those it had
-    prof->stop();
-    report_profile(*prof, c.profile_dir);
-  }
+  profile.finish();
   validate(step, c.final_eval_windows);
   if (c.compile && !c.quiet) report_compiled(compiled_step);
   result.steps = step;

@@ -25,6 +25,7 @@
 
 #include "flags.h"
 #include "kiln.h"
+#include "step_profiler.h"
 
 namespace kiln::examples {
 
@@ -199,28 +200,12 @@ inline void add_training_flags(Flags& f, TrainConfig& c, TrainingFlags which = {
   f.add_switch("--compile", c.compile, "capture the training step once as a graph and replay it (kiln::compile)");
   if (which.profile) {
     f.add("--profile", c.profile_dir,
-          "profile steps 3-5 (after 2 warm-up steps): print the op table, write DIR/trace.json (open in Perfetto)")
+          "profile steps 3-5 (after 2 warm-up steps): print the op table, write DIR/trace.json (open in Perfetto) and DIR/step.html (one step drawn)")
         ->check(writable_folder());
   }
   f.add("--threads", c.threads,
         "CPU threads (0 = all cores, backing off when the machine is busy; fixed when checkpointing)")
       ->check(integer(0, kMaxNumThreads));
-}
-
-/// --profile: which steps are recorded (the first ones build oneDNN primitives and fill the
-/// allocator's cache, which later steps never do again), and what is written at the end.
-inline constexpr std::int64_t kProfileWarmupSteps = 2;
-inline constexpr std::int64_t kProfileActiveSteps = 3;
-
-/// Prints the profile's table and writes DIR/`file` (trace.json; train_ddp's ranks each their own).
-inline void report_profile(const profiler::Profile& prof, const std::string& dir,
-                           const std::string& file = "trace.json") {
-  std::filesystem::create_directories(dir);
-  const std::string trace = (std::filesystem::path(dir) / file).string();
-  prof.export_chrome_trace(trace);
-  std::printf("\nprofile (after %lld warm-up steps):\n%s", static_cast<long long>(kProfileWarmupSteps),
-              prof.key_averages().table({.sort_by = "self_cpu_time_total", .row_limit = 20}).c_str());
-  std::printf("trace written to %s (open in https://ui.perfetto.dev or chrome://tracing)\n", trace.c_str());
 }
 
 /// The flags that define a run: a resumed run must be given the same ones (it cannot honour
@@ -534,9 +519,7 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
     return loss;
   };
   auto compiled_step = kiln::compile(step);
-  // --profile: a Profile around steps [first, first + kProfileActiveSteps) of this run.
-  std::optional<profiler::Profile> prof;
-  const std::int64_t first_profiled = at.step + kProfileWarmupSteps;
+  StepProfiler profile(c.profile_dir);
   TrainResult result;
   double train_seconds = 0.0;
   std::size_t samples_seen = 0;
@@ -552,19 +535,9 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
       const data::Example& batch = *it;
       const Tensor images = batch.data.to(c.device, true);
       const Tensor y = batch.target.to(c.device, true);
-      if (!c.profile_dir.empty() && at.step == first_profiled) {
-        prof.emplace(profiler::ProfileOptions{.record_shapes = true, .profile_memory = true});
-      }
-      std::optional<profiler::RecordFunction> profiled_step;
-      if (prof) profiled_step.emplace("ProfilerStep#" + std::to_string(at.step));
       const Tensor loss = c.compile ? compiled_step(images, y) : step(images, y);
       at.loss_sum += loss.item<double>();
-      profiled_step.reset();
-      if (prof && at.step + 1 == first_profiled + kProfileActiveSteps) {
-        prof->stop();
-        report_profile(*prof, c.profile_dir);
-        prof.reset();
-      }
+      profile.step();
       ++at.steps;
       ++at.step;
       at.samples += y.numel();
@@ -600,10 +573,7 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
     if (c.after_epoch) c.after_epoch(at.epoch);
   }
   if (c.compile) report_compiled(compiled_step);
-  if (prof) {  // the run had fewer steps than --profile records: report those it had
-    prof->stop();
-    report_profile(*prof, c.profile_dir);
-  }
+  profile.finish();
   result.test_accuracy = at.test_accuracy;
   result.train_losses = at.train_losses;
   result.seconds_per_epoch = epochs_run > 0 ? train_seconds / static_cast<double>(epochs_run) : 0.0;

@@ -399,7 +399,9 @@ TEST_F(CompileTest, TheFusedKernelsComputeWhatTheirPairsCompute) {
     const Tensor exact = grad_output.to(kFloat64).sum({0, 2, 3}, /*keepdim=*/true);
     const double bound = 2 * 31 * 31 * 0x1p-24 * grad_output.abs().sum({0, 2, 3}).max().item<double>();
     EXPECT_LE((bias.to(kFloat64) - exact).abs().max().item<double>(), bound) << channels << " channels";
-    if (!backends::onednn_is_available()) EXPECT_TRUE(equal(bias, expected_bias)) << channels << " channels";
+    if (!backends::onednn_is_available()) {
+      EXPECT_TRUE(equal(bias, expected_bias)) << channels << " channels";
+    }
   }
 }
 

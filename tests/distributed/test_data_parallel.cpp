@@ -148,7 +148,9 @@ TEST(DistributedDataParallel, ACompiledStepReducesAsTheEagerStepDoes) {
     const Tensor mine = x.narrow(0, rank * share, share), targets = y.narrow(0, rank * share, share);
     const double expected = step(eager, eager_opt, mine, targets).item<double>();
     EXPECT_NEAR(replayed(mine, targets).item<double>(), expected, 1e-12) << "step " << i;
-    if (i > 0) EXPECT_TRUE(replayed.last_call_replayed()) << replayed.eager_reason();
+    if (i > 0) {
+      EXPECT_TRUE(replayed.last_call_replayed()) << replayed.eager_reason();
+    }
     const TensorList a = eager_model->parameters(), b = compiled_model->parameters();
     for (std::size_t p = 0; p < a.size(); ++p) {
       EXPECT_TRUE(kiln::testing::tensors_near(b[p], a[p], 1e-12)) << "step " << i << ", parameter " << p;

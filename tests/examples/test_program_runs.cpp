@@ -159,6 +159,7 @@ TEST_F(ProgramRuns, ProfileWritesATraceAndPrintsTheTable) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
   }
   EXPECT_EQ(profiled_steps(dir / "trace.json"), 3);
+  EXPECT_TRUE(fs::exists(dir / "step.html"));
 }
 
 // train_charlm's loop is its own: the same three steps, with the Transformer's ops in the table.
@@ -177,6 +178,7 @@ TEST_F(ProgramRuns, TrainCharlmProfilesItsSteps) {
     EXPECT_NE(r.out.find(text_in_table), std::string::npos) << text_in_table << "\n" << r.out;
   }
   EXPECT_EQ(profiled_steps(dir / "trace.json"), 3);
+  EXPECT_TRUE(fs::exists(dir / "step.html"));
 }
 
 TEST_F(ProgramRuns, TrainDdpWritesItsLogAndProfile) {
@@ -195,6 +197,7 @@ TEST_F(ProgramRuns, TrainDdpWritesItsLogAndProfile) {
   // --profile: this rank's trace (one rank here), its three steps across the epochs' boundary.
   EXPECT_NE(r.out.find("Self CPU %"), std::string::npos) << r.out;
   EXPECT_EQ(profiled_steps(profile / "trace.rank0.json"), 3);
+  EXPECT_TRUE(fs::exists(profile / "step.rank0.html"));
 }
 
 }  // namespace
