@@ -3,6 +3,7 @@
 
 #include "core/capture_hooks.h"
 #include "core/cuda/cuda.h"
+#include "core/profiler_hooks.h"
 
 namespace kiln {
 
@@ -22,6 +23,7 @@ const BackendKernels& registered_kernels(DeviceType type) {
 }
 
 const BackendKernels& kernels_for(DeviceType type) {
+  if (type != DeviceType::Meta) profiler::note_route(type == DeviceType::CUDA ? profiler::Route::Cuda : profiler::Route::Eigen);
   if (capture::Observer* o = capture::observer()) {
     if (const BackendKernels* recording = o->kernels(type)) return *recording;
   }

@@ -1,7 +1,8 @@
 // core/profiler_hooks.h — what a profiler above (profiler/) hears while it records: every
 // differentiable op as it enters the pipeline (autograd/function.h), every backward node the
 // engine runs (autograd/engine.cpp), the regions an optimizer or a GradScaler marks
-// (capture::Region, core/capture_hooks.h), and every CPU allocation and free. Nothing here
+// (capture::Region, core/capture_hooks.h), the route each kernel call takes (core/kernels.cpp,
+// the oneDNN runtime, the thin convolutions), and every CPU allocation and free. Nothing here
 // records: with no profiler active each hook costs one test of a pointer that is null (a
 // thread-local one for ops, nodes and regions; a global one for the allocator, whose events
 // any thread may cause). See Note [Profiler hook points]. Read next: profiler/profile.h.
@@ -31,6 +32,14 @@ namespace profiler {
 // the optimizer's step and the GradScaler's decisions for the capture, so neither optim/ nor
 // amp/ learns about profiling. The allocator's hook sits beside its counters, so the memory
 // the profiler sees is exactly what cpu_allocator_stats() counts.
+// The route an op took is heard where it is known for certain, not where it is chosen (a choice
+// can still fall back): kernels_for says a raw op is about to call a kernel of the CPU's or the
+// CUDA table (Eigen, Kiln's reference route, or CUDA); the oneDNN runtime says a primitive ran;
+// the thin convolutions say they ran. The profiler keeps the most specific of them per op.
+
+/// Where an op's kernels ran. Eigen is the CPU table's own kernels (Kiln's reference route);
+/// oneDNN and Thin are CPU kernels reached through that table that replace it for some shapes.
+enum class Route : std::uint8_t { Eigen, Thin, OneDnn, Cuda, kCount };
 
 /// Implemented by profiler/profile.cpp. Begins and ends nest on the thread that installed it.
 class Observer {
@@ -47,6 +56,8 @@ class Observer {
   /// A named region of host code (optimizer.step, GradScaler.update, a user's step).
   virtual void region_begin(const char* name) = 0;
   virtual void region_end() = 0;
+  /// A kernel of the innermost open op or node runs on `route`.
+  virtual void route(Route) {}
 };
 
 /// Hears the CPU allocator (core/cpu/cpu_allocator.cpp), on whichever thread allocates.
@@ -77,6 +88,11 @@ inline MemoryObserver* memory_observer() { return detail::g_memory_observer.load
 /// Installs `o` for every thread and returns the previous one.
 inline MemoryObserver* set_memory_observer(MemoryObserver* o) {
   return detail::g_memory_observer.exchange(o, std::memory_order_acq_rel);
+}
+
+/// Reports the route a kernel is taking to this thread's profiler, if one records.
+inline void note_route(Route r) {
+  if (Observer* o = observer()) [[unlikely]] o->route(r);
 }
 
 /// An op's span, ended even when the op throws (autograd/function.h makes one per profiled op).

@@ -45,6 +45,7 @@ std::string chrome_trace_json(const std::vector<Event>& events, const std::vecto
       }
     }
     if (e.sequence_nr >= 0) args["Sequence number"] = e.sequence_nr;
+    if (!e.route.empty()) args["Route"] = e.route;
     args["CPU Mem"] = e.cpu_memory_usage;
     args["Self CPU Mem"] = e.self_cpu_memory_usage;
     trace.push_back({{"ph", "X"},

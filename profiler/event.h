@@ -39,6 +39,10 @@ struct Event {
   /// cpu_allocator_stats().
   std::int64_t cpu_memory_usage = 0;
   std::int64_t self_cpu_memory_usage = 0;
+  /// An op or backward node: where its kernels ran, its children's included: "oneDNN",
+  /// "thin", "thin+oneDNN", "Eigen" (the CPU's reference route), "CUDA"; "" when none ran
+  /// (a view). oneDNN and thin, which replace the CPU table's kernel, hide "Eigen".
+  std::string route;
   /// With record_shapes: one entry per tensor argument (an undefined one has no dims).
   std::vector<std::vector<std::int64_t>> input_shapes;
   std::vector<DType> input_dtypes;

@@ -170,14 +170,17 @@ std::string step_html(const std::vector<Event>& events, const std::vector<Memory
   for (const Box& b : boxes) {
     const Event& e = events[static_cast<std::size_t>(b.index)];
     const double x = x_of(e.start_ns);
-    const double width = std::max(static_cast<double>(e.duration_ns()) / ns_per_px, 1.0);
+    // Three pixels at least, so the shortest call (an optimizer step of a tiny model) shows.
+    const double width = std::max(static_cast<double>(e.duration_ns()) / ns_per_px, 3.0);
     const int box_y = lane_top[static_cast<std::size_t>(b.lane)] + b.row * kRowHeight;
     const char* fill = (b.row == 0 ? kLaneColours : kNestedColours)[static_cast<std::size_t>(b.lane)];
     std::string tip = e.name + "  " + format_time_us(static_cast<double>(e.duration_ns()) / 1e3) +
                       " (self " + format_time_us(static_cast<double>(e.self_ns) / 1e3) + ")";
+    if (!e.route.empty()) tip += "  on " + e.route;
     if (!e.input_shapes.empty()) tip += "  " + format_shapes(e.input_shapes);
     svg << "<g><title>" << escape(tip) << "</title><rect x=\"" << fixed(x) << "\" y=\"" << box_y + 1
-        << "\" width=\"" << fixed(width) << "\" height=\"" << kRowHeight - 2 << "\" fill=\"" << fill << "\"/>";
+        << "\" width=\"" << fixed(width) << "\" height=\"" << kRowHeight - 2 << "\" fill=\"" << fill << (width > 6 ? "\" class=\"wide" : "")
+        << "\"/>";
     // A label only where it fits (about 6.5 px a character at this size).
     if (width > 6.5 * static_cast<double>(e.name.size()) + 6) {
       svg << "<text class=\"box\" x=\"" << fixed(x + 3) << "\" y=\"" << box_y + 13 << "\">" << escape(e.name)
@@ -250,7 +253,7 @@ std::string step_html(const std::vector<Event>& events, const std::vector<Memory
        << "body{font:14px sans-serif;margin:16px;color:#222;background:#fff}\n"
        << "svg text{font:11px sans-serif}\n.lane{font-weight:bold}\n.box{fill:#fff;pointer-events:none}\n"
        << ".axis{fill:#555}\n.tick{stroke:#e4e4e4}\n.band{fill:#f6f6f6}\n"
-       << "g rect{stroke:#fff;stroke-width:0.6}\n"
+       << "rect.wide{stroke:#fff;stroke-width:0.6}\n"
        << ".peak{stroke:#555;stroke-dasharray:4 3}\n"
        << "table{border-collapse:collapse;margin-top:12px}\ntd,th{padding:2px 10px;text-align:right}\n"
        << "td:first-child,th:first-child{text-align:left;font-family:monospace}\n"

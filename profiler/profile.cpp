@@ -60,6 +60,12 @@ class Recorder final : public Observer {
   void node_end() override { end(); }
   void region_begin(const char* name) override { begin(intern(name), EventKind::Region); }
   void region_end() override { end(); }
+  void route(Route r) override {
+    if (stack_.empty()) return;
+    RawEvent& e = events_[stack_.back()];
+    // A region's kernels (an optimizer's step, a replayed compiled step) belong to no op.
+    if (e.kind != EventKind::Region) e.routes |= route_bit(r);
+  }
 
   /// From the memory tap, on any thread, under the tap's lock.
   void memory(std::int64_t bytes, std::int64_t allocated_now) {
@@ -107,9 +113,11 @@ class Recorder final : public Observer {
     for (std::size_t i = out.size(); i-- > 0;) {
       Event& e = out[i];
       e.cpu_memory_usage += e.self_cpu_memory_usage;
+      if (e.kind != EventKind::Region) e.route = route_name(events_[i].routes);
       if (e.parent >= 0) {
         out[e.parent].self_ns -= e.duration_ns();
         out[e.parent].cpu_memory_usage += e.cpu_memory_usage;
+        events_[static_cast<std::size_t>(e.parent)].routes |= events_[i].routes;
       }
     }
     for (Event& e : out) {
@@ -133,7 +141,25 @@ class Recorder final : public Observer {
     std::int64_t freed = 0;
     std::uint32_t inputs_begin = 0;
     std::uint32_t inputs_end = 0;
+    std::uint8_t routes = 0;  // route_bit()s of the kernels it ran itself (children folded in at the end)
   };
+
+  static std::uint8_t route_bit(Route r) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(r)); }
+  /// The routes as one name; oneDNN and thin replace the CPU table's kernel, so they hide Eigen.
+  static std::string route_name(std::uint8_t routes) {
+    const bool specific = (routes & (route_bit(Route::Thin) | route_bit(Route::OneDnn))) != 0;
+    std::string name;
+    auto add = [&](Route r, const char* text) {
+      if ((routes & route_bit(r)) == 0) return;
+      if (!name.empty()) name += '+';
+      name += text;
+    };
+    if (!specific) add(Route::Eigen, "Eigen");
+    add(Route::Thin, "thin");
+    add(Route::OneDnn, "oneDNN");
+    add(Route::Cuda, "CUDA");
+    return name;
+  }
   struct RawInput {
     std::uint32_t dims_begin = 0;
     std::uint32_t ndim = 0;

@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "core/half.h"
+#include "core/profiler_hooks.h"
 
 namespace kiln::cpu {
 
@@ -434,6 +435,7 @@ bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t grou
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                  const Im2ColGeometry& g, const Tensor& grad_bias) {
   if (grad_weight.is_meta()) return;  // a planned step: no scratch beyond std::vectors
+  profiler::note_route(profiler::Route::Thin);
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_weight_gradient", [&]<typename T>() {
     thin_weight_gradient<T>(grad_weight, grad_bias, grad_output, input, g);
   });
@@ -442,6 +444,7 @@ void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_o
 void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                          const Im2ColGeometry& g, bool relu) {
   if (out.is_meta()) return;
+  profiler::note_route(profiler::Route::Thin);
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_forward", [&]<typename T>() {
     thin_forward<T>(out, input, weight, bias, g, relu);
   });
@@ -451,6 +454,7 @@ void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, con
                                                   const Tensor& indices, const Tensor& values, const Tensor& input,
                                                   const Im2ColGeometry& g, const Tensor& grad_bias) {
   if (grad_weight.is_meta()) return;
+  profiler::note_route(profiler::Route::Thin);
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_weight_gradient_through_max_pool", [&]<typename T>() {
     const PaddedImage padded(g);
     std::vector<std::int64_t> padded_position(static_cast<std::size_t>(g.out_h * g.out_w));
@@ -474,6 +478,7 @@ void thin_conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indic
                                        const Im2ColGeometry& pool) {
   KILN_CHECK(thin_conv2d_pools_rows(pool), "thin_conv2d_forward_relu_max_pool: needs a 2x2 max pool of stride 2");
   if (values.is_meta()) return;
+  profiler::note_route(profiler::Route::Thin);
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_forward_relu_max_pool", [&]<typename T>() {
     const PooledOutput<T> pooled{values.data_ptr<T>(), indices.data_ptr<std::int64_t>(), pool.out_h, pool.out_w};
     thin_forward<T>(Tensor(), input, weight, bias, g, /*relu=*/true, &pooled);

@@ -12,6 +12,7 @@
 
 #include "core/backends.h"
 #include "core/cpu/thread_budget.h"
+#include "core/profiler_hooks.h"
 #include "core/error.h"
 #include "core/ops/allocate.h"
 
@@ -163,6 +164,7 @@ void* address_of(const Tensor& t) { return t.is_meta() ? nullptr : t.raw_data_pt
 void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) const {
   const bool dry = std::any_of(pointers.begin(), pointers.end(), [](const auto& p) { return p.second == nullptr; });
   if (dry) return plan_buffers();
+  profiler::note_route(profiler::Route::OneDnn);
   dnnl::stream& s = stream();
   std::vector<Tensor> buffers;  // keeps the wanted-layout copies and scratchpads alive to the end
   auto pointer_of = [&](int id) -> void* {

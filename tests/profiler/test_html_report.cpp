@@ -144,7 +144,10 @@ TEST(ProfilerHtml, ChromiumDrawsTheLanesInTimeOrderAboveTheMemoryCurve) {
   const Box backward = pixels_of(image, profiler::lane_colour(Lane::Backward));
   const Box optimizer = pixels_of(image, profiler::lane_colour(Lane::Optimizer));
   const Box memory = pixels_of(image, profiler::memory_colour());
-  for (const Box* b : {&forward, &backward, &optimizer, &memory}) ASSERT_GT(b->count, 20);
+  ASSERT_GT(forward.count, 20);
+  ASSERT_GT(backward.count, 20);
+  ASSERT_GT(optimizer.count, 20);
+  ASSERT_GT(memory.count, 20);
   // Lanes top to bottom, then the memory curve.
   EXPECT_LT(forward.max_y, backward.min_y);
   EXPECT_LT(backward.max_y, optimizer.min_y);

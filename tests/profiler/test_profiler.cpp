@@ -294,6 +294,55 @@ TEST(Profiler, OpMemoryIsTheAllocatorsBlock) {
   EXPECT_EQ(add->sequence_nr, static_cast<std::int64_t>(c.grad_fn()->sequence_nr()));
 }
 
+// Each op names where its kernels ran: the thin kernels for the one-channel convolution and
+// oneDNN for the wider one (in a build with oneDNN), nothing for a view, only Eigen with the
+// library route turned off; a backward node carries its kernels' routes.
+TEST(Profiler, EachOpNamesTheRouteItsKernelsTook) {
+  manual_seed(0);
+  TinyCnn model;
+  const Tensor x = randn({4, 1, 28, 28});
+  struct Routes {
+    std::vector<std::string> convolutions, convolution_nodes;
+    std::string view = "(not recorded)";
+  };
+  auto routes_of_a_step = [&] {
+    profiler::Profile prof;
+    const Tensor out = model.forward(x);
+    out.view({-1}).sum().backward();
+    prof.stop();
+    Routes r;
+    for (const Event& e : prof.events()) {
+      if (e.name == "aten::convolution") r.convolutions.push_back(e.route);
+      if (e.name == "ConvolutionBackward0") r.convolution_nodes.push_back(e.route);
+      if (e.name == "aten::view") r.view = e.route;
+    }
+    return r;
+  };
+  const Routes library = routes_of_a_step();
+  if (backends::onednn_is_available()) {
+    EXPECT_EQ(library.convolutions, (std::vector<std::string>{"thin", "oneDNN"}));
+    ASSERT_EQ(library.convolution_nodes.size(), 2u);
+    // The engine runs conv2's node first: oneDNN's input gradient; conv1's only the thin weight's.
+    EXPECT_NE(library.convolution_nodes[0].find("oneDNN"), std::string::npos) << library.convolution_nodes[0];
+    EXPECT_EQ(library.convolution_nodes[1], "thin");
+  } else {
+    EXPECT_EQ(library.convolutions, (std::vector<std::string>{"Eigen", "Eigen"}));
+  }
+  EXPECT_EQ(library.view, "");
+  // With the library route off, a convolution is the composite of unfold and a matrix product:
+  // every kernel of the step is the CPU table's own.
+  backends::OpKernelsGuard reference(DeviceType::CPU, false);
+  profiler::Profile prof;
+  model.forward(x).sum().backward();
+  prof.stop();
+  std::set<std::string> routes;
+  for (const Event& e : prof.events()) routes.insert(e.route);
+  EXPECT_TRUE(routes.contains("Eigen"));
+  routes.erase("Eigen");
+  routes.erase("");
+  EXPECT_TRUE(routes.empty()) << *routes.begin();
+}
+
 /// Counts what it hears.
 struct CountingObserver final : profiler::Observer {
   int calls = 0;
