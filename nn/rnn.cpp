@@ -232,6 +232,34 @@ std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
   return {caller_layout(output, unbatched, options.batch_first), unbatched ? finals[0].squeeze(1) : finals[0]};
 }
 
+// Hooks see the tensors of a call flattened, in forward's order (Note [Module calls]).
+std::tuple<Tensor, Tensor> RNN::call_hooked(const Tensor& input, const Tensor& hx) {
+  const TensorList out = call_with_hooks({input, hx}, [this](const TensorList& args) {
+    const auto [output, h_n] = forward(args[0], args[1]);
+    return TensorList{output, h_n};
+  });
+  return {out[0], out[1]};
+}
+
+LSTM::Output LSTM::call_hooked(const Tensor& input, const std::optional<State>& hx) {
+  const TensorList given = hx ? TensorList{input, std::get<0>(*hx), std::get<1>(*hx)} : TensorList{input, {}, {}};
+  const TensorList out = call_with_hooks(given, [this](const TensorList& args) {
+    std::optional<State> state;
+    if (args[1].defined() || args[2].defined()) state = State{args[1], args[2]};
+    const auto [output, final_state] = forward(args[0], state);
+    return TensorList{output, std::get<0>(final_state), std::get<1>(final_state)};
+  });
+  return {out[0], {out[1], out[2]}};
+}
+
+std::tuple<Tensor, Tensor> GRU::call_hooked(const Tensor& input, const Tensor& hx) {
+  const TensorList out = call_with_hooks({input, hx}, [this](const TensorList& args) {
+    const auto [output, h_n] = forward(args[0], args[1]);
+    return TensorList{output, h_n};
+  });
+  return {out[0], out[1]};
+}
+
 // --- cells ----------------------------------------------------------------------------------------
 
 RNNCellBase::RNNCellBase(std::string type_name, std::int64_t input_size, std::int64_t hidden_size, bool bias,

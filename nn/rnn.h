@@ -78,7 +78,13 @@ class RNN : public RNNBase {
   RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
   /// forward, under PyTorch's call syntax: auto [output, h_n] = rnn(x);
-  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) { return forward(input, hx); }
+  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) {
+    if (!has_hooks()) [[likely]] return forward(input, hx);
+    return call_hooked(input, hx);
+  }
+
+ private:
+  std::tuple<Tensor, Tensor> call_hooked(const Tensor& input, const Tensor& hx);  // Note [Module calls]
 };
 
 /// LSTM: output, and (h_n, c_n).
@@ -93,8 +99,15 @@ class LSTM : public RNNBase {
   /// lstm.forward(x, {h0, c0}): a braced pair cannot initialise a std::optional, so it lands here.
   Output forward(const Tensor& input, const State& hx) { return forward(input, std::optional<State>(hx)); }
   /// forward, under PyTorch's call syntax: auto [output, state] = lstm(x, {h0, c0});
-  Output operator()(const Tensor& input, const std::optional<State>& hx = std::nullopt) { return forward(input, hx); }
-  Output operator()(const Tensor& input, const State& hx) { return forward(input, hx); }
+  Output operator()(const Tensor& input, const std::optional<State>& hx = std::nullopt) {
+    if (!has_hooks()) [[likely]] return forward(input, hx);
+    return call_hooked(input, hx);
+  }
+  Output operator()(const Tensor& input, const State& hx) { return (*this)(input, std::optional<State>(hx)); }
+
+ private:
+  /// Hooks see (input, h_0, c_0) and (output, h_n, c_n). Note [Module calls].
+  Output call_hooked(const Tensor& input, const std::optional<State>& hx);
 };
 
 /// GRU: output and h_n.
@@ -104,7 +117,13 @@ class GRU : public RNNBase {
   explicit GRU(const GRUOptions& options);
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
   /// forward, under PyTorch's call syntax: auto [output, h_n] = gru(x);
-  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) { return forward(input, hx); }
+  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) {
+    if (!has_hooks()) [[likely]] return forward(input, hx);
+    return call_hooked(input, hx);
+  }
+
+ private:
+  std::tuple<Tensor, Tensor> call_hooked(const Tensor& input, const Tensor& hx);  // Note [Module calls]
 };
 
 /// What the three cells share: weight_ih [G*hidden, input], weight_hh [G*hidden, hidden],

@@ -222,9 +222,9 @@ class TransformerCharModel : public CharModel {
   Tensor forward(const Tensor& tokens) override {
     const std::int64_t length = tokens.size(1);
     const Tensor positions = arange(length, TensorOptions().dtype(kInt64).device(tokens.device()));
-    const Tensor x = token->forward(tokens) + position->forward(positions);
+    const Tensor x = (*token)(tokens) + (*position)(positions);
     const Tensor mask = nn::generate_square_subsequent_mask(length, TensorOptions().device(tokens.device()));
-    return head->forward(encoder->forward(x, mask));
+    return (*head)((*encoder)(x, mask));
   }
   std::int64_t context() const override { return context_; }
 
@@ -248,7 +248,7 @@ class LstmCharModel : public CharModel {
     head = register_module("head", std::make_shared<nn::Linear>(s.hidden, s.vocab));
   }
   Tensor forward(const Tensor& tokens) override {
-    return head->forward(std::get<0>(lstm->forward(token->forward(tokens))));
+    return (*head)(std::get<0>((*lstm)((*token)(tokens))));
   }
   std::int64_t context() const override { return context_; }
 
