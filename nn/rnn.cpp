@@ -63,7 +63,7 @@ std::string shape_tuple(std::int64_t a, std::int64_t b, std::int64_t c) {
 // --- RNN, LSTM, GRU -----------------------------------------------------------------------------
 
 RNNBase::RNNBase(std::string type_name, Mode mode, std::int64_t input_size, std::int64_t hidden_size,
-                 const RNNOptions& options)
+                 const RNNBaseOptions& options)
     : Module(std::move(type_name)), input_size(input_size), hidden_size(hidden_size), options(options), mode(mode) {
   KILN_CHECK_VALUE(options.dropout >= 0 && options.dropout <= 1,
                    "dropout should be a number in range [0, 1] representing the probability of an element being "
@@ -192,8 +192,10 @@ Tensor caller_layout(const Tensor& output, bool unbatched, bool batch_first) {
 
 }  // namespace
 
-RNN::RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
+RNN::RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
     : RNNBase("RNN", simple_mode(options.nonlinearity), input_size, hidden_size, options) {}
+
+RNN::RNN(const RNNOptions& options) : RNN(options.input_size(), options.hidden_size(), options.args()) {}
 
 std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
   const auto [x, unbatched] = sequence_first(input);
@@ -201,7 +203,7 @@ std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
   return {caller_layout(output, unbatched, options.batch_first), unbatched ? finals[0].squeeze(1) : finals[0]};
 }
 
-LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
+LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
     : RNNBase("LSTM", Mode::Lstm, input_size, hidden_size, options) {}
 
 LSTM::LSTM(const LSTMOptions& options) : LSTM(options.input_size(), options.hidden_size(), options.args()) {}
@@ -221,7 +223,7 @@ LSTM::Output LSTM::forward(const Tensor& input, const std::optional<State>& hx) 
   return {caller_layout(output, unbatched, options.batch_first), {state(finals[0]), state(finals[1])}};
 }
 
-GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
+GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
     : RNNBase("GRU", Mode::Gru, input_size, hidden_size, options) {}
 
 GRU::GRU(const GRUOptions& options) : GRU(options.input_size(), options.hidden_size(), options.args()) {}
