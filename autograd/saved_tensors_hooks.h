@@ -4,8 +4,9 @@
 // is the layer activation checkpointing stands on (nn/checkpoint.h): pack keeps a number,
 // unpack recomputes. Other uses: offloading saved tensors to the host, compressing them.
 //
-//   autograd::SavedTensorsHooksGuard g({.pack = [](const Tensor& t) { return std::any(t.to(kCPU)); },
-//                                       .unpack = [](const std::any& p) { return std::any_cast<Tensor>(p).to(kCUDA); }});
+//   autograd::SavedTensorsHooksGuard g({
+//       .pack = [](const Tensor& t) { return std::any(t.to(kCPU)); },
+//       .unpack = [](const std::any& p) { return std::any_cast<Tensor>(p).to(kCUDA); }});
 //
 // With no guard alive, saving a tensor costs one thread-local test.
 // Read next: autograd/saved_variable.h, nn/checkpoint.h.

@@ -21,7 +21,9 @@ struct AutocastState {
   DeviceType device_type;
   bool enabled;
   DType dtype;
-  static AutocastState of(DeviceType type) { return {type, amp::is_autocast_enabled(type), amp::get_autocast_dtype(type)}; }
+  static AutocastState of(DeviceType type) {
+    return {type, amp::is_autocast_enabled(type), amp::get_autocast_dtype(type)};
+  }
 };
 
 /// The random streams a region draws from: the CPU generator's state (kept as bytes, outside

@@ -254,10 +254,11 @@ class LstmCharModel : public CharModel {
  public:
   explicit LstmCharModel(const CharModelShape& s) : CharModel("LstmCharModel"), context_(s.context) {
     token = register_module("token", std::make_shared<nn::Embedding>(s.vocab, s.width));
-    lstm = register_module("lstm", std::make_shared<nn::LSTM>(s.width, s.hidden,
-                                                              nn::RNNBaseOptions{.num_layers = s.layers,
-                                                                                 .batch_first = true,
-                                                                                 .dropout = s.layers > 1 ? s.dropout : 0.0}));
+    lstm = register_module("lstm", std::make_shared<nn::LSTM>(
+                                       s.width, s.hidden,
+                                       nn::RNNBaseOptions{.num_layers = s.layers,
+                                                          .batch_first = true,
+                                                          .dropout = s.layers > 1 ? s.dropout : 0.0}));
     head = register_module("head", std::make_shared<nn::Linear>(s.hidden, s.vocab));
   }
   Tensor forward(const Tensor& tokens) override {

@@ -164,5 +164,6 @@ TEST_F(Checkpoint, ARecomputationThatSavesDifferentlyIsPyTorchsError) {
   // The second run (the recomputation) takes a branch that saves more tensors.
   const Tensor y = nn::checkpoint(
       [calls](const Tensor& in) { return ++*calls == 1 ? in.exp() : in.exp().exp(); }, x);
-  EXPECT_ERROR(y.sum().backward(), "A different number of tensors was saved during the original forward and recomputation");
+  EXPECT_ERROR(y.sum().backward(),
+               "A different number of tensors was saved during the original forward and recomputation");
 }

@@ -63,7 +63,8 @@ TEST(ModuleHooks, PreHooksRunContainerFirstAndForwardHooksAfterIt) {
   std::vector<std::string> order;
   for (auto& [name, module] : net->named_modules()) {
     const std::string label = name.empty() ? "net" : name;
-    module->register_forward_pre_hook([&order, label](nn::Module&, const TensorList&) { order.push_back("pre " + label); });
+    module->register_forward_pre_hook(
+        [&order, label](nn::Module&, const TensorList&) { order.push_back("pre " + label); });
     module->register_forward_hook(
         [&order, label](nn::Module&, const TensorList&, const TensorList&) { order.push_back("post " + label); });
   }
@@ -127,7 +128,8 @@ TEST(ModuleHooks, RemovedHooksNoLongerFireAndRemovingTwiceIsHarmless) {
   EXPECT_EQ(pre, 1);
   EXPECT_EQ(post, 2);
   // A hook registered after every other was removed fires again.
-  nn::RemovableHandle c = relu.register_forward_hook([&](nn::Module&, const TensorList&, const TensorList&) { ++post; });
+  nn::RemovableHandle c =
+      relu.register_forward_hook([&](nn::Module&, const TensorList&, const TensorList&) { ++post; });
   (void)relu(tensor({1.0}));
   EXPECT_EQ(post, 3);
 }
@@ -219,7 +221,8 @@ TEST(ModuleHooks, BackwardHookReturningTheWrongNumberOfGradientsIsPyTorchsError)
 TEST(ModuleHooks, RemovedBackwardHookDoesNotFire) {
   nn::Linear fc(2, 2);
   int calls = 0;
-  nn::RemovableHandle h = fc.register_full_backward_hook([&](nn::Module&, const TensorList&, const TensorList&) { ++calls; });
+  nn::RemovableHandle h =
+      fc.register_full_backward_hook([&](nn::Module&, const TensorList&, const TensorList&) { ++calls; });
   const Tensor x = tensor({{1.0, 2.0}}).requires_grad_();
   fc(x).sum().backward();
   h.remove();
