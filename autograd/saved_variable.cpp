@@ -18,8 +18,13 @@ SavedVariable::SavedVariable(const Tensor& t, int output_nr)
   if (!t.defined()) return;
   // For an output this is the raw tensor, created before its grad_fn: it keeps the bytes,
   // not the node, so node -> saved output -> node is not a cycle.
-  data_ = t;
   requires_grad_ = t.requires_grad() || (output_nr >= 0 && t.is_floating_point());
+  if (const auto& hooks = current_saved_tensors_hooks()) [[unlikely]] {
+    hooks_ = hooks;
+    packed_ = hooks->pack(t);
+  } else {
+    data_ = t;
+  }
   if (output_nr < 0) {
     producer_ = t.grad_fn();
     producer_output_ = t.output_nr();
@@ -33,6 +38,7 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
              "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
              "you need to backward through the graph a second time or if you need to access saved "
              "tensors after calling backward.");
+  if (hooks_) return with_grad_fn(hooks_->unpack(packed_), owner);
   if (!data_.defined()) return {};
   if (data_._version() != saved_version_) {
     std::string which;
@@ -49,18 +55,23 @@ Tensor SavedVariable::unpack(const std::shared_ptr<Node>& owner) const {
               "out-of-place op, or clone() the tensor before modifying it.\n",
               msg::blame("saved tensor", data_));
   }
-  if (output_nr_ >= 0 && owner && requires_grad_) {
+  return with_grad_fn(data_, owner);
+}
+
+Tensor SavedVariable::with_grad_fn(const Tensor& data, const std::shared_ptr<Node>& owner) const {
+  if (data.defined() && output_nr_ >= 0 && owner && requires_grad_) {
     // Give the output its grad_fn back, so double backward flows through this node.
     return Tensor(std::make_shared<TensorImpl>(
-        data_.impl()->storage(), data_.sizes().vec(), data_.strides().vec(),
-        data_.storage_offset(), data_.dtype(),
-        AutogradTerms{true, owner, static_cast<std::uint32_t>(output_nr_)}, data_.provenance()));
+        data.impl()->storage(), data.sizes().vec(), data.strides().vec(),
+        data.storage_offset(), data.dtype(),
+        AutogradTerms{true, owner, static_cast<std::uint32_t>(output_nr_)}, data.provenance()));
   }
-  return data_;
+  return data;
 }
 
 std::string SavedVariable::summary() const {
   if (released_) return "(freed)";
+  if (hooks_) return "(packed by saved tensors hooks)";
   if (!data_.defined()) return "(none)";
   return type_and_shape(data_);
 }

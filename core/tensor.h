@@ -228,9 +228,10 @@ class Tensor {
   /// self where `condition`, else `other` (torch.where(condition, self, other)).
   Tensor where(const Tensor& condition, const Tensor& other) const;
   Tensor where(const Tensor& condition, const Scalar& other) const;
-  /// Elementwise |self - other| <= atol + rtol * |other|, and whether all are (kiln::isclose).
-  Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
-  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
+  /// Elementwise |self - other| <= atol + rtol * |other|, and whether all are (kiln::isclose;
+  /// NaN is close to NaN only with `equal_nan`).
+  Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
   /// Same shape and every element equal (kiln::equal).
   bool equal(const Tensor& other) const;
   Tensor masked_fill(const Tensor& mask, const Scalar& value) const;

@@ -4,6 +4,7 @@
 //   build/examples/train_charlm --model transformer --log charlm.csv --checkpoint charlm.safetensors
 //   build/examples/train_charlm --checkpoint charlm.safetensors --generate 400 --prompt "The "
 //   bash scripts/plot_log.sh charlm.csv
+//   build/examples/train_charlm --layers 4 --checkpoint-activations   # recompute layers in backward
 // Read next: examples/support/charlm.h.
 #include <cstdio>
 #include <filesystem>
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
         ->check(integer(0, std::numeric_limits<std::int64_t>::max()));
     f.add("--threads", threads, "CPU threads (0 = all cores)")->check(integer(0, kMaxNumThreads));
     f.add_switch("--compile", c.compile, "capture the training step once as a graph and replay it (kiln::compile)");
+    f.add_switch("--checkpoint-activations", c.checkpoint_activations,
+                 "keep only each Transformer layer's input for backward and recompute the layer there: less memory, "
+                 "one more forward (nn::checkpoint)");
     f.add("--profile", c.profile_dir,
           "profile steps 3-5 (after 2 warm-up steps): print the op table, write DIR/trace.json (open in Perfetto) and DIR/step.html (one step drawn)")
         ->check(writable_folder());
@@ -63,6 +67,8 @@ int main(int argc, char** argv) {
       }
     } else if (std::string checkpoint = c.checkpoint, why = writable_file()(checkpoint); !why.empty()) {
       throw FlagError("--checkpoint: " + why);
+    } else if (c.checkpoint_activations && c.shape.kind != "transformer") {
+      throw FlagError("--checkpoint-activations checkpoints the Transformer's layers: it needs --model transformer");
     } else if (c.shape.kind == "transformer" && c.shape.width % c.shape.heads != 0) {
       throw FlagError("--width " + std::to_string(c.shape.width) + " must be divisible by --heads " +
                       std::to_string(c.shape.heads) + " (each head takes an equal share of the width)");

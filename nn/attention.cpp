@@ -56,6 +56,18 @@ void MultiheadAttention::reset_parameters() {
   }
 }
 
+std::tuple<Tensor, Tensor> MultiheadAttention::call_hooked(const Tensor& query, const Tensor& key,
+                                                           const Tensor& value, const Tensor& key_padding_mask,
+                                                           bool need_weights, const Tensor& attn_mask,
+                                                           bool average_attn_weights) {
+  const TensorList out = call_with_hooks({query, key, value, key_padding_mask, attn_mask}, [&](const TensorList& args) {
+    const auto [output, weights] =
+        forward(args[0], args[1], args[2], args[3], need_weights, args[4], average_attn_weights);
+    return TensorList{output, weights};
+  });
+  return {out[0], out[1]};
+}
+
 std::string MultiheadAttention::extra_repr() const {
   // PyTorch prints only out_proj, as a child.
   return "";
@@ -167,7 +179,7 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
   } else {
     attended = scaled_dot_product_attention(q, k, v, mask, dropout_p);
   }
-  Tensor out = out_proj->forward(attended.transpose(0, 1).contiguous().view({L * N, embed_dim})).view({L, N, embed_dim});
+  Tensor out = (*out_proj)(attended.transpose(0, 1).contiguous().view({L * N, embed_dim})).view({L, N, embed_dim});
   if (need_weights) {
     weights = weights.view({N, num_heads, L, S});
     if (average_attn_weights) weights = weights.sum({1}) / static_cast<double>(num_heads);

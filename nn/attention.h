@@ -59,12 +59,16 @@ class MultiheadAttention : public Module {
   std::tuple<Tensor, Tensor> operator()(const Tensor& query, const Tensor& key, const Tensor& value,
                                         const Tensor& key_padding_mask = {}, bool need_weights = true,
                                         const Tensor& attn_mask = {}, bool average_attn_weights = true) {
-    return forward(query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights);
+    if (!has_hooks()) [[likely]] {
+      return forward(query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights);
+    }
+    return call_hooked(query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights);
   }
   template <class = void>
   std::tuple<Tensor, Tensor> operator()(const Tensor& query, const Tensor& key, const Tensor& value,
                                         const MultiheadAttentionForwardOptions& options) {
-    return forward(query, key, value, options);
+    return (*this)(query, key, value, options.key_padding_mask, options.need_weights, options.attn_mask,
+                   options.average_attn_weights);
   }
   std::string extra_repr() const override;
 
@@ -73,6 +77,13 @@ class MultiheadAttention : public Module {
   Tensor& in_proj_weight;
   Tensor& in_proj_bias;  // undefined without bias
   std::shared_ptr<Linear> out_proj;
+
+ private:
+  /// Hooks see (query, key, value, key_padding_mask, attn_mask) and (output, weights).
+  /// Note [Module calls].
+  std::tuple<Tensor, Tensor> call_hooked(const Tensor& query, const Tensor& key, const Tensor& value,
+                                         const Tensor& key_padding_mask, bool need_weights, const Tensor& attn_mask,
+                                         bool average_attn_weights);
 };
 
 }  // namespace kiln::nn

@@ -15,7 +15,7 @@ void Sequential::push_back(const std::string& name, std::shared_ptr<Module> modu
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& [name, child] : named_children()) x = child->forward(x);
+  for (const auto& [name, child] : named_children()) x = (*child)(x);  // Note [Module calls]
   return x;
 }
 

@@ -8,7 +8,7 @@
 //       fc1 = register_module("fc1", std::make_shared<kiln::nn::Linear>(784, 128));
 //       fc2 = register_module("fc2", std::make_shared<kiln::nn::Linear>(128, 10));
 //     }
-//     kiln::Tensor forward(const kiln::Tensor& x) override { return fc2->forward(fc1->forward(x).relu()); }
+//     kiln::Tensor forward(const kiln::Tensor& x) override { return (*fc2)((*fc1)(x).relu()); }
 //   };
 //
 // Registration is the only way a tensor becomes a parameter: a tensor a module merely holds
@@ -27,8 +27,20 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/hooks.h"
 
 namespace kiln::nn {
+
+// Note [Module calls]
+// ~~~~~~~~~~~~~~~~~~~
+// `module(x)` is a call; `module.forward(x)` is only the computation, as in PyTorch, where
+// __call__ runs the hooks around forward. So a module calls its children with `(*child)(x)`
+// (Sequential, the Transformer's layers, attention's projection), and hooks fire for every
+// module, containers included; code that calls forward() directly skips them, as in PyTorch.
+// A module with no hook pays one predictable branch on a null pointer per call. Modules whose
+// forward takes or returns several tensors (LSTM, MultiheadAttention, the Transformer's
+// layers) test has_hooks() in their own operator() and hand call_with_hooks their tensors as a
+// list. Implemented in nn/hooks.cpp.
 
 /// Named tensors in registration order: PyTorch's OrderedDict state_dict, with its habits.
 ///   StateDict sd = kiln::load("model.safetensors");
@@ -83,10 +95,39 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  /// The single-input forward (Sequential calls it); modules with other signatures add their
-  /// own overloads. The default throws, naming the module type.
+  /// The single-input forward; modules with other signatures add their own overloads. The
+  /// default throws, naming the module type.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  /// Calls forward between this module's hooks. See Note [Module calls].
+  Tensor operator()(const Tensor& input) {
+    if (!hooks_) [[likely]] return forward(input);
+    return call_with_hooks({input}, [this](const TensorList& args) { return TensorList{forward(args[0])}; })[0];
+  }
+
+  // --- hooks (nn/hooks.h) -----------------------------------------------------------------------
+  /// `hook(module, args)` runs before each call's forward; it may return replacement args.
+  /// A hook may also return nothing (void): a hook that only looks.
+  template <class Hook>
+  RemovableHandle register_forward_pre_hook(Hook hook) {
+    return add_hook(&ModuleHooks::forward_pre,
+                    ForwardPreHook(detail::returning_optional<Hook, Module&, const TensorList&>(std::move(hook))));
+  }
+  /// `hook(module, args, output)` runs after each call's forward; it may return a replacement
+  /// output (as many tensors as forward returned).
+  template <class Hook>
+  RemovableHandle register_forward_hook(Hook hook) {
+    return add_hook(&ModuleHooks::forward,
+                    ForwardHook(detail::returning_optional<Hook, Module&, const TensorList&, const TensorList&>(
+                        std::move(hook))));
+  }
+  /// `hook(module, grad_input, grad_output)` runs in backward once the gradients of this call's
+  /// inputs are computed; it may return a replacement grad_input. See Note [Full backward hooks].
+  template <class Hook>
+  RemovableHandle register_full_backward_hook(Hook hook) {
+    return add_hook(&ModuleHooks::backward,
+                    FullBackwardHook(detail::returning_optional<Hook, Module&, const TensorList&, const TensorList&>(
+                        std::move(hook))));
+  }
 
   // --- registration ---------------------------------------------------------------------------
   /// Registers `tensor` as parameter `name` and returns the module's own handle to it. The
@@ -163,7 +204,24 @@ class Module {
     bool persistent = true;
   };
 
+  /// True when some hook is registered: a module with its own operator() overloads tests this
+  /// and, when true, routes the call through call_with_hooks.
+  bool has_hooks() const { return hooks_ != nullptr; }
+  /// Runs `forward_fn(args)` between the hooks: forward pre-hooks, full backward hooks' input
+  /// side, forward_fn, forward hooks, full backward hooks' output side. `args` and the result
+  /// are the call's tensors in forward's parameter order (undefined where absent).
+  TensorList call_with_hooks(TensorList args, const std::function<TensorList(const TensorList&)>& forward_fn);
+
  private:
+  template <class List, class Hook>
+  RemovableHandle add_hook(List ModuleHooks::*list, Hook hook) {
+    if (!hooks_) hooks_ = std::make_shared<ModuleHooks>();
+    const int id = hooks_->next_id++;
+    (hooks_.get()->*list).push_back({id, std::move(hook)});
+    return RemovableHandle([registered = std::weak_ptr<ModuleHooks>(hooks_), id] {
+      if (const auto hooks = registered.lock()) hooks->remove(id);
+    });
+  }
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name, const char* what) const;
   void move_tensors(std::optional<Device> device, std::optional<DType> dtype);
@@ -173,6 +231,7 @@ class Module {
   std::vector<Slot> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::shared_ptr<ModuleHooks> hooks_;  // null until a hook is registered
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "nn/attention.h"
+#include "nn/checkpoint.h"
 #include "nn/containers.h"
 #include "nn/conv.h"
 #include "nn/functional.h"

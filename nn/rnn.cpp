@@ -63,7 +63,7 @@ std::string shape_tuple(std::int64_t a, std::int64_t b, std::int64_t c) {
 // --- RNN, LSTM, GRU -----------------------------------------------------------------------------
 
 RNNBase::RNNBase(std::string type_name, Mode mode, std::int64_t input_size, std::int64_t hidden_size,
-                 const RNNOptions& options)
+                 const RNNBaseOptions& options)
     : Module(std::move(type_name)), input_size(input_size), hidden_size(hidden_size), options(options), mode(mode) {
   KILN_CHECK_VALUE(options.dropout >= 0 && options.dropout <= 1,
                    "dropout should be a number in range [0, 1] representing the probability of an element being "
@@ -192,8 +192,10 @@ Tensor caller_layout(const Tensor& output, bool unbatched, bool batch_first) {
 
 }  // namespace
 
-RNN::RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
+RNN::RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
     : RNNBase("RNN", simple_mode(options.nonlinearity), input_size, hidden_size, options) {}
+
+RNN::RNN(const RNNOptions& options) : RNN(options.input_size(), options.hidden_size(), options.args()) {}
 
 std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
   const auto [x, unbatched] = sequence_first(input);
@@ -201,7 +203,7 @@ std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
   return {caller_layout(output, unbatched, options.batch_first), unbatched ? finals[0].squeeze(1) : finals[0]};
 }
 
-LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
+LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
     : RNNBase("LSTM", Mode::Lstm, input_size, hidden_size, options) {}
 
 LSTM::LSTM(const LSTMOptions& options) : LSTM(options.input_size(), options.hidden_size(), options.args()) {}
@@ -221,7 +223,7 @@ LSTM::Output LSTM::forward(const Tensor& input, const std::optional<State>& hx) 
   return {caller_layout(output, unbatched, options.batch_first), {state(finals[0]), state(finals[1])}};
 }
 
-GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options)
+GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
     : RNNBase("GRU", Mode::Gru, input_size, hidden_size, options) {}
 
 GRU::GRU(const GRUOptions& options) : GRU(options.input_size(), options.hidden_size(), options.args()) {}
@@ -230,6 +232,34 @@ std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
   const auto [x, unbatched] = sequence_first(input);
   const auto [output, finals] = run(x, {initial_state(hx, x, unbatched, "hidden")});
   return {caller_layout(output, unbatched, options.batch_first), unbatched ? finals[0].squeeze(1) : finals[0]};
+}
+
+// Hooks see the tensors of a call flattened, in forward's order (Note [Module calls]).
+std::tuple<Tensor, Tensor> RNN::call_hooked(const Tensor& input, const Tensor& hx) {
+  const TensorList out = call_with_hooks({input, hx}, [this](const TensorList& args) {
+    const auto [output, h_n] = forward(args[0], args[1]);
+    return TensorList{output, h_n};
+  });
+  return {out[0], out[1]};
+}
+
+LSTM::Output LSTM::call_hooked(const Tensor& input, const std::optional<State>& hx) {
+  const TensorList given = hx ? TensorList{input, std::get<0>(*hx), std::get<1>(*hx)} : TensorList{input, {}, {}};
+  const TensorList out = call_with_hooks(given, [this](const TensorList& args) {
+    std::optional<State> state;
+    if (args[1].defined() || args[2].defined()) state = State{args[1], args[2]};
+    const auto [output, final_state] = forward(args[0], state);
+    return TensorList{output, std::get<0>(final_state), std::get<1>(final_state)};
+  });
+  return {out[0], {out[1], out[2]}};
+}
+
+std::tuple<Tensor, Tensor> GRU::call_hooked(const Tensor& input, const Tensor& hx) {
+  const TensorList out = call_with_hooks({input, hx}, [this](const TensorList& args) {
+    const auto [output, h_n] = forward(args[0], args[1]);
+    return TensorList{output, h_n};
+  });
+  return {out[0], out[1]};
 }
 
 // --- cells ----------------------------------------------------------------------------------------

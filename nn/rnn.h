@@ -45,13 +45,13 @@ class RNNBase : public Module {
   enum class Mode { RnnTanh, RnnRelu, Lstm, Gru };
 
   RNNBase(std::string type_name, Mode mode, std::int64_t input_size, std::int64_t hidden_size,
-          const RNNOptions& options);
+          const RNNBaseOptions& options);
   /// Every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as PyTorch.
   void reset_parameters();
   std::string extra_repr() const override;
 
   const std::int64_t input_size, hidden_size;
-  const RNNOptions options;
+  const RNNBaseOptions options;
   const Mode mode;
   /// "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse", ...
   const std::vector<std::string>& flat_weights_names() const { return names_; }
@@ -75,10 +75,17 @@ class RNNBase : public Module {
 /// Elman RNN: output [seq, batch, D*hidden] and h_n [layers*D, batch, hidden].
 class RNN : public RNNBase {
  public:
-  RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
+  RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options = {});
+  explicit RNN(const RNNOptions& options);
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
   /// forward, under PyTorch's call syntax: auto [output, h_n] = rnn(x);
-  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) { return forward(input, hx); }
+  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) {
+    if (!has_hooks()) [[likely]] return forward(input, hx);
+    return call_hooked(input, hx);
+  }
+
+ private:
+  std::tuple<Tensor, Tensor> call_hooked(const Tensor& input, const Tensor& hx);  // Note [Module calls]
 };
 
 /// LSTM: output, and (h_n, c_n).
@@ -87,24 +94,37 @@ class LSTM : public RNNBase {
   using State = std::tuple<Tensor, Tensor>;  // (h, c)
   using Output = std::tuple<Tensor, State>;  // (output, (h_n, c_n))
 
-  LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
+  LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options = {});
   explicit LSTM(const LSTMOptions& options);
   Output forward(const Tensor& input, const std::optional<State>& hx = std::nullopt);
   /// lstm.forward(x, {h0, c0}): a braced pair cannot initialise a std::optional, so it lands here.
   Output forward(const Tensor& input, const State& hx) { return forward(input, std::optional<State>(hx)); }
   /// forward, under PyTorch's call syntax: auto [output, state] = lstm(x, {h0, c0});
-  Output operator()(const Tensor& input, const std::optional<State>& hx = std::nullopt) { return forward(input, hx); }
-  Output operator()(const Tensor& input, const State& hx) { return forward(input, hx); }
+  Output operator()(const Tensor& input, const std::optional<State>& hx = std::nullopt) {
+    if (!has_hooks()) [[likely]] return forward(input, hx);
+    return call_hooked(input, hx);
+  }
+  Output operator()(const Tensor& input, const State& hx) { return (*this)(input, std::optional<State>(hx)); }
+
+ private:
+  /// Hooks see (input, h_0, c_0) and (output, h_n, c_n). Note [Module calls].
+  Output call_hooked(const Tensor& input, const std::optional<State>& hx);
 };
 
 /// GRU: output and h_n.
 class GRU : public RNNBase {
  public:
-  GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNOptions& options = {});
+  GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options = {});
   explicit GRU(const GRUOptions& options);
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
   /// forward, under PyTorch's call syntax: auto [output, h_n] = gru(x);
-  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) { return forward(input, hx); }
+  std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) {
+    if (!has_hooks()) [[likely]] return forward(input, hx);
+    return call_hooked(input, hx);
+  }
+
+ private:
+  std::tuple<Tensor, Tensor> call_hooked(const Tensor& input, const Tensor& hx);  // Note [Module calls]
 };
 
 /// What the three cells share: weight_ih [G*hidden, input], weight_hh [G*hidden, hidden],

@@ -6,17 +6,22 @@
 // and LibTorch's fluent setters, the required sizes first, then any setters in any order:
 //
 //   kiln::nn::LSTM lstm(kiln::nn::LSTMOptions(5, 4).batch_first(true).num_layers(2));
+//   kiln::nn::RNN rnn(kiln::nn::RNNOptions(5, 4).nonlinearity("relu"));
+//
+// The aggregate is RNNBaseOptions (PyTorch's RNNBase arguments): RNNOptions is LibTorch's
+// fluent class, and a member cannot be both a field and a function.
 //
 // Read next: nn/rnn.h.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace kiln::nn {
 
 /// The arguments every recurrent layer shares (PyTorch's RNNBase), for designated initializers.
-struct RNNOptions {
+struct RNNBaseOptions {
   std::int64_t num_layers = 1;
   bool bias = true;
   bool batch_first = false;  // input and output [batch, seq, feature] instead of [seq, batch, feature]
@@ -26,8 +31,7 @@ struct RNNOptions {
 };
 
 /// LibTorch's fluent form: a setter takes the value and returns the options, so calls chain
-/// in any order; the same name without an argument reads the value. (RNNOptions keeps its
-/// aggregate form, so it has no setters: a member cannot be both a field and a function.)
+/// in any order; the same name without an argument reads the value.
 template <class Derived>
 class FluentRNNOptions {
  public:
@@ -48,17 +52,29 @@ class FluentRNNOptions {
   double dropout() const { return args_.dropout; }
   bool bidirectional() const { return args_.bidirectional; }
   /// The same options as the designated-initializer struct the layers store.
-  const RNNOptions& args() const { return args_; }
+  const RNNBaseOptions& args() const { return args_; }
 
- private:
+ protected:
   template <class T, class V>
   Derived& set(T& field, V value) {
-    field = value;
+    field = std::move(value);
     return static_cast<Derived&>(*this);
   }
 
+ private:
   std::int64_t input_size_, hidden_size_;
-  RNNOptions args_;
+
+ protected:
+  RNNBaseOptions args_;
+};
+
+/// torch::nn::RNNOptions(input_size, hidden_size).num_layers(2).nonlinearity("relu")
+class RNNOptions : public FluentRNNOptions<RNNOptions> {
+ public:
+  using FluentRNNOptions::FluentRNNOptions;
+  /// "tanh" (the default) or "relu".
+  RNNOptions& nonlinearity(std::string value) { return set(args_.nonlinearity, std::move(value)); }
+  const std::string& nonlinearity() const { return args_.nonlinearity; }
 };
 
 /// torch::nn::LSTMOptions(input_size, hidden_size).num_layers(2).batch_first(true)

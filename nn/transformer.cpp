@@ -42,23 +42,22 @@ TransformerEncoderLayer::TransformerEncoderLayer(std::int64_t d_model, std::int6
     : TransformerEncoderLayer(with_sizes(std::move(options), d_model, nhead)) {}
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding) {
-  return dropout1->forward(std::get<0>(self_attn->forward(x, x, x, padding, /*need_weights=*/false, mask)));
+  return (*dropout1)(std::get<0>((*self_attn)(x, x, x, padding, /*need_weights=*/false, mask)));
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
-  const Tensor hidden = linear1->forward(x);
-  return dropout2->forward(
-      linear2->forward(dropout->forward(options.activation == "gelu" ? gelu(hidden) : hidden.relu())));
+  const Tensor hidden = (*linear1)(x);
+  return (*dropout2)((*linear2)((*dropout)(options.activation == "gelu" ? gelu(hidden) : hidden.relu())));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& padding) {
   Tensor x = src;
   if (options.norm_first) {
-    x = x + self_attention_block(norm1->forward(x), src_mask, padding);
-    return x + feed_forward_block(norm2->forward(x));
+    x = x + self_attention_block((*norm1)(x), src_mask, padding);
+    return x + feed_forward_block((*norm2)(x));
   }
-  x = norm1->forward(x + self_attention_block(x, src_mask, padding));
-  return norm2->forward(x + feed_forward_block(x));
+  x = (*norm1)(x + self_attention_block(x, src_mask, padding));
+  return (*norm2)(x + feed_forward_block(x));
 }
 
 TransformerEncoder::TransformerEncoder(const TransformerEncoderLayerOptions& layer, std::int64_t num_layers,
@@ -89,9 +88,9 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer, std
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& padding) {
   Tensor x = src;
   for (std::size_t i = 0; i < layers->size(); ++i) {
-    x = std::static_pointer_cast<TransformerEncoderLayer>((*layers)[i])->forward(x, mask, padding);
+    x = (*std::static_pointer_cast<TransformerEncoderLayer>((*layers)[i]))(x, mask, padding);
   }
-  return norm ? norm->forward(x) : x;
+  return norm ? (*norm)(x) : x;
 }
 
 Tensor generate_square_subsequent_mask(std::int64_t size, TensorOptions options) {

@@ -44,7 +44,10 @@ class TransformerEncoderLayer : public Module {
   /// forward, under PyTorch's call syntax: layer(x), layer(x, mask), layer(x, mask, padding).
   using Module::operator();
   Tensor operator()(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {}) {
-    return forward(src, src_mask, src_key_padding_mask);
+    if (!has_hooks()) [[likely]] return forward(src, src_mask, src_key_padding_mask);
+    return call_with_hooks({src, src_mask, src_key_padding_mask}, [this](const TensorList& args) {
+      return TensorList{forward(args[0], args[1], args[2])};
+    })[0];
   }
 
   const TransformerEncoderLayerOptions options;
@@ -75,7 +78,10 @@ class TransformerEncoder : public Module {
   /// forward, under PyTorch's call syntax: encoder(x), encoder(x, mask), encoder(x, mask, padding).
   using Module::operator();
   Tensor operator()(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = {}) {
-    return forward(src, mask, src_key_padding_mask);
+    if (!has_hooks()) [[likely]] return forward(src, mask, src_key_padding_mask);
+    return call_with_hooks({src, mask, src_key_padding_mask}, [this](const TensorList& args) {
+      return TensorList{forward(args[0], args[1], args[2])};
+    })[0];
   }
 
   const std::int64_t num_layers;

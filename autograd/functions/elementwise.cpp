@@ -430,15 +430,17 @@ Tensor where(const Tensor& condition, const Tensor& input, const Scalar& other) 
   return WhereFn::apply(condition, input, wrap(other));
 }
 
-Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
   NoGradGuard no_grad;
   const Tensor close = (a - b).abs() <= atol + rtol * b.abs();
-  // Equal values (including matching infinities) are close; NaN never is.
+  // Equal values (including matching infinities) are close; NaN is close only to NaN, and only
+  // with equal_nan (x != x holds exactly for NaN).
+  if (equal_nan) return close | (a == b) | ((a != a) & (b != b));
   return close | (a == b);
 }
 
-bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
-  return isclose(a, b, rtol, atol).logical_not().sum().item<std::int64_t>() == 0;
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return isclose(a, b, rtol, atol, equal_nan).logical_not().sum().item<std::int64_t>() == 0;
 }
 
 bool equal(const Tensor& a, const Tensor& b) {
@@ -454,11 +456,11 @@ Tensor Tensor::where(const Tensor& condition, const Tensor& other) const {
 Tensor Tensor::where(const Tensor& condition, const Scalar& other) const {
   return kiln::where(condition, *this, other);
 }
-Tensor Tensor::isclose(const Tensor& other, double rtol, double atol) const {
-  return kiln::isclose(*this, other, rtol, atol);
+Tensor Tensor::isclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
+  return kiln::isclose(*this, other, rtol, atol, equal_nan);
 }
-bool Tensor::allclose(const Tensor& other, double rtol, double atol) const {
-  return kiln::allclose(*this, other, rtol, atol);
+bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
+  return kiln::allclose(*this, other, rtol, atol, equal_nan);
 }
 bool Tensor::equal(const Tensor& other) const { return kiln::equal(*this, other); }
 

@@ -45,10 +45,11 @@ Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
-/// True where |a - b| <= atol + rtol * |b| (NaNs never close), like torch.isclose.
-Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+/// True where |a - b| <= atol + rtol * |b|, like torch.isclose; NaN is close to NaN only with
+/// `equal_nan`.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
 /// True when every element is close (torch.allclose).
-bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
 /// True when shapes match and every element is equal (torch.equal).
 bool equal(const Tensor& a, const Tensor& b);
 

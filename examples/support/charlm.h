@@ -222,17 +222,30 @@ class TransformerCharModel : public CharModel {
   Tensor forward(const Tensor& tokens) override {
     const std::int64_t length = tokens.size(1);
     const Tensor positions = arange(length, TensorOptions().dtype(kInt64).device(tokens.device()));
-    const Tensor x = token->forward(tokens) + position->forward(positions);
+    const Tensor x = (*token)(tokens) + (*position)(positions);
     const Tensor mask = nn::generate_square_subsequent_mask(length, TensorOptions().device(tokens.device()));
-    return head->forward(encoder->forward(x, mask));
+    return (*head)(checkpoint_activations ? checkpointed_encoder(x, mask) : (*encoder)(x, mask));
   }
   std::int64_t context() const override { return context_; }
+
+  /// The encoder's layers keep only their inputs for backward and recompute the rest there
+  /// (--checkpoint-activations; Note [Activation checkpointing]).
+  bool checkpoint_activations = false;
 
   std::shared_ptr<nn::Embedding> token, position;
   std::shared_ptr<nn::TransformerEncoder> encoder;
   std::shared_ptr<nn::Linear> head;
 
  private:
+  /// What encoder(x, mask) computes, one checkpointed region per layer.
+  Tensor checkpointed_encoder(Tensor x, const Tensor& mask) {
+    for (std::size_t i = 0; i < encoder->layers->size(); ++i) {
+      auto layer = std::static_pointer_cast<nn::TransformerEncoderLayer>((*encoder->layers)[i]);
+      x = nn::checkpoint([layer](const Tensor& h, const Tensor& m) { return (*layer)(h, m); }, x, mask);
+    }
+    return encoder->norm ? (*encoder->norm)(x) : x;
+  }
+
   std::int64_t context_;
 };
 
@@ -241,14 +254,15 @@ class LstmCharModel : public CharModel {
  public:
   explicit LstmCharModel(const CharModelShape& s) : CharModel("LstmCharModel"), context_(s.context) {
     token = register_module("token", std::make_shared<nn::Embedding>(s.vocab, s.width));
-    lstm = register_module("lstm", std::make_shared<nn::LSTM>(s.width, s.hidden,
-                                                              nn::RNNOptions{.num_layers = s.layers,
-                                                                             .batch_first = true,
-                                                                             .dropout = s.layers > 1 ? s.dropout : 0.0}));
+    lstm = register_module("lstm", std::make_shared<nn::LSTM>(
+                                       s.width, s.hidden,
+                                       nn::RNNBaseOptions{.num_layers = s.layers,
+                                                          .batch_first = true,
+                                                          .dropout = s.layers > 1 ? s.dropout : 0.0}));
     head = register_module("head", std::make_shared<nn::Linear>(s.hidden, s.vocab));
   }
   Tensor forward(const Tensor& tokens) override {
-    return head->forward(std::get<0>(lstm->forward(token->forward(tokens))));
+    return (*head)(std::get<0>((*lstm)((*token)(tokens))));
   }
   std::int64_t context() const override { return context_; }
 
@@ -291,6 +305,7 @@ struct CharLmConfig {
   std::string checkpoint;  // safetensors, with the vocabulary and shape as metadata
   bool quiet = false;
   bool compile = false;    // capture the training step once and replay it (kiln::compile)
+  bool checkpoint_activations = false;  // recompute each Transformer layer in backward
   std::string profile_dir;  // --profile: steps 3-5 into this folder (examples/support/step_profiler.h; "" = none)
 };
 
@@ -415,6 +430,9 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
   const CharCorpus corpus(text, c.validation_fraction, c.shape.context);
   c.shape.vocab = corpus.vocabulary.size();
   std::shared_ptr<CharModel> model = make_char_model(c.shape);
+  if (auto transformer = std::dynamic_pointer_cast<TransformerCharModel>(model)) {
+    transformer->checkpoint_activations = c.checkpoint_activations;
+  }
   model->to(c.device);
   optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
   std::ofstream log;

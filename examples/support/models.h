@@ -14,7 +14,7 @@ struct Mlp : nn::Module {
     fc3 = register_module("fc3", std::make_shared<nn::Linear>(256, 10));
   }
   Tensor forward(const Tensor& x) override {
-    return fc3->forward(fc2->forward(fc1->forward(x).relu()).relu());
+    return (*fc3)((*fc2)((*fc1)(x).relu()).relu());
   }
 };
 
@@ -28,9 +28,9 @@ struct Cnn : nn::Module {
     fc2 = register_module("fc2", std::make_shared<nn::Linear>(128, 10));
   }
   Tensor forward(const Tensor& x) override {
-    Tensor h = max_pool2d(conv1->forward(x).relu(), {2, 2});  // [N, 32, 14, 14]
-    h = max_pool2d(conv2->forward(h).relu(), {2, 2});          // [N, 64, 7, 7]
-    return fc2->forward(fc1->forward(h.flatten(1)).relu());
+    Tensor h = max_pool2d((*conv1)(x).relu(), {2, 2});  // [N, 32, 14, 14]
+    h = max_pool2d((*conv2)(h).relu(), {2, 2});          // [N, 64, 7, 7]
+    return (*fc2)((*fc1)(h.flatten(1)).relu());
   }
 };
 

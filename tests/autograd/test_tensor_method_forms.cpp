@@ -3,6 +3,8 @@
 // of free functions (triu, tril, where, isclose, allclose, equal). Each asserts values.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kiln.h"
 #include "support/test_util.h"
 
@@ -119,6 +121,21 @@ TEST(TensorMethodForms, WhereIsCloseAllCloseEqualMethods) {
   EXPECT_TRUE(x.allclose(y, 0.0, 0.6));
   EXPECT_FALSE(x.equal(y));
   EXPECT_TRUE(x.equal(tensor({1.0, 2.0, 3.0})));
+}
+
+// torch.isclose(a, b, equal_nan=True): NaN is close to NaN, and still to nothing else.
+TEST(TensorMethodForms, IsCloseAndAllCloseTakeEqualNan) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor a = tensor({1.0, nan, nan, 2.0});
+  const Tensor b = tensor({1.0, nan, 3.0, nan});
+  EXPECT_TRUE(isclose(a, b).equal(tensor({true, false, false, false})));
+  EXPECT_TRUE(isclose(a, b, 1e-5, 1e-8, /*equal_nan=*/true).equal(tensor({true, true, false, false})));
+  EXPECT_TRUE(a.isclose(b, 1e-5, 1e-8, true).equal(tensor({true, true, false, false})));
+  const Tensor c = tensor({1.0, nan});
+  EXPECT_FALSE(c.allclose(c));
+  EXPECT_TRUE(c.allclose(c, 1e-5, 1e-8, true));
+  EXPECT_TRUE(allclose(c, c, 1e-5, 1e-8, /*equal_nan=*/true));
+  EXPECT_FALSE(allclose(c, tensor({1.0, 0.0}), 1e-5, 1e-8, true));
 }
 
 }  // namespace

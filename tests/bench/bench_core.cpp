@@ -1,7 +1,8 @@
 // tests/bench/bench_core.cpp — the core's hot paths beside their baselines:
 //   creation paths (tensor copy, from_blob, as_tensor) vs memcpy into warm memory;
 //   elementwise add vs memcpy (bytes moved per second);
-//   the fixed cost of a 1-element op, with and without autograd recording.
+//   the fixed cost of a 1-element op, with and without autograd recording;
+//   a module call with and without hooks beside module.forward (Note [Module calls]).
 // Run: build/tests/bench/bench_core [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -181,5 +182,32 @@ void BM_AddSumBackward(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AddSumBackward);
+
+// A module call's fixed cost (Note [Module calls]): module(x) with no hook registered beside
+// its baseline module.forward(x), then with one forward hook, then after removing it (the
+// branch-free path again). A 1x1 Linear, so the call's own cost is what is measured.
+enum class ModuleCall { Forward, Call, CallWithHook, CallAfterRemove };
+template <ModuleCall How>
+void BM_LinearCall(benchmark::State& state) {
+  nn::Linear fc(1, 1);
+  const Tensor x = ones({1, 1});
+  NoGradGuard no_grad;
+  nn::RemovableHandle hook;
+  if constexpr (How == ModuleCall::CallWithHook || How == ModuleCall::CallAfterRemove) {
+    hook = fc.register_forward_hook([](nn::Module&, const TensorList&, const TensorList&) {});
+  }
+  if constexpr (How == ModuleCall::CallAfterRemove) hook.remove();
+  for (auto _ : state) {
+    if constexpr (How == ModuleCall::Forward) {
+      benchmark::DoNotOptimize(fc.forward(x).raw_data_ptr());
+    } else {
+      benchmark::DoNotOptimize(fc(x).raw_data_ptr());
+    }
+  }
+}
+BENCHMARK(BM_LinearCall<ModuleCall::Forward>)->Name("BM_LinearForwardBaseline");
+BENCHMARK(BM_LinearCall<ModuleCall::Call>)->Name("BM_LinearCallNoHooks");
+BENCHMARK(BM_LinearCall<ModuleCall::CallWithHook>)->Name("BM_LinearCallOneForwardHook");
+BENCHMARK(BM_LinearCall<ModuleCall::CallAfterRemove>)->Name("BM_LinearCallHookRemoved");
 
 }  // namespace

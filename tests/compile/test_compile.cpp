@@ -198,6 +198,49 @@ TEST_F(CompileTest, AStepThatReadsAComputedValueOnTheHostRunsEagerlyAndSaysWhere
   EXPECT_LE(parameter_gap(*eager.model, *compiled.model), 0.0);
 }
 
+// Module hooks and activation checkpointing are host code around the kernels (a hook's body,
+// a recomputation in backward under a restored random state): a capture cannot replay them, so
+// such a step stays eager, computes what the eager step computes, and says why once.
+TEST_F(CompileTest, StepsWithModuleHooksOrCheckpointingRunEagerlyAndSayWhy) {
+  for (const bool checkpointed : {false, true}) {
+    SCOPED_TRACE(checkpointed ? "checkpoint" : "hook");
+    Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
+    int fired = 0;
+    nn::RemovableHandle hook;
+    if (!checkpointed) {
+      hook = compiled.model->fc1->register_forward_hook(
+          [&fired](nn::Module&, const TensorList&, const TensorList&) { ++fired; });
+    }
+    std::vector<std::string> warnings;
+    const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+    auto step = compile([&](const Tensor& x, const Tensor& y) {
+      compiled.opt->zero_grad();
+      const std::shared_ptr<nn::Linear> fc1 = compiled.model->fc1;
+      const Tensor hidden = checkpointed ? nn::checkpoint([fc1](const Tensor& in) { return (*fc1)(in).relu(); }, x)
+                                         : (*fc1)(x).relu();
+      Tensor loss = cross_entropy((*compiled.model->fc2)(hidden), y);
+      loss.backward();
+      compiled.opt->step();
+      return loss;
+    });
+    for (int i = 0; i < 3; ++i) {
+      const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+      const double expected = eager.step(x, y).template item<double>();
+      EXPECT_DOUBLE_EQ(step(x, y).item<double>(), expected);
+    }
+    set_warning_handler(previous);
+    EXPECT_FALSE(step.last_call_replayed());
+    ASSERT_EQ(warnings.size(), 1u);
+    const char* reason = checkpointed ? "nn::checkpoint at checkpoint.cpp:" : "a module hook (Linear) at hooks.cpp:";
+    EXPECT_NE(warnings[0].find(reason), std::string::npos)
+        << warnings[0];
+    EXPECT_LE(parameter_gap(*eager.model, *compiled.model), 0.0);
+    if (!checkpointed) {
+      EXPECT_EQ(fired, 3);
+    }
+  }
+}
+
 TEST_F(CompileTest, TheGraphPrintsLikeFxAndExportsToDot) {
   Trainer<SmallMlp> run(4, kFloat32, false);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); }, {.passes = "none"});

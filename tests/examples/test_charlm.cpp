@@ -51,6 +51,26 @@ TEST(CharLm, BothModelsLearnTheTextFarBelowTheUniformGuess) {
   }
 }
 
+// --checkpoint-activations changes where the memory goes, not what is learnt: gradients are
+// the plain run's bit for bit (dropout included), so every validation figure is too.
+TEST(CharLm, CheckpointedActivationsTrainExactlyAsThePlainRun) {
+  set_num_threads(get_num_threads());  // bit-for-bit needs a fixed thread count
+  const std::string text = small_text();
+  CharLmConfig c = quick("transformer");
+  c.shape.layers = 2;
+  c.shape.dropout = 0.1;
+  c.max_steps = 20;
+  c.eval_every = 10;
+  const auto [plain_model, plain] = train_charlm(text, c);
+  c.checkpoint_activations = true;
+  const auto [checkpointed_model, checkpointed] = train_charlm(text, c);
+  ASSERT_EQ(plain.val_bpc.size(), 2u);
+  EXPECT_EQ(checkpointed.val_bpc, plain.val_bpc);
+  EXPECT_EQ(checkpointed.final_val_bpc, plain.final_val_bpc);
+  const nn::StateDict a = plain_model->state_dict(), b = checkpointed_model->state_dict();
+  for (const auto& [name, t] : a.items()) EXPECT_TRUE(t.equal(b.at(name))) << name;
+}
+
 TEST(CharLm, ValidationTakesEveryTenthFortuneNotTheTail) {
   // 300 fortunes, "fortune 0\n%\n" ...: validation holds fortunes 9, 19, ..., 299.
   std::string text, expected;

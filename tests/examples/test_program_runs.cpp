@@ -181,6 +181,27 @@ TEST_F(ProgramRuns, TrainCharlmProfilesItsSteps) {
   EXPECT_TRUE(fs::exists(dir / "step.html"));
 }
 
+TEST_F(ProgramRuns, TrainCharlmChecksItsActivationsForTheTransformerOnly) {
+  const fs::path text = root_ / "text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 200; ++i) out << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  const std::vector<std::string> small{"--text", text.string(), "--steps", "3", "--eval-every", "3", "--context",
+                                       "16", "--width", "16", "--layers", "2", "--heads", "2"};
+  std::vector<std::string> args = small;
+  args.push_back("--checkpoint-activations");
+  const ProgramRun r = run_example("train_charlm", args, std::chrono::seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.out.find("step"), std::string::npos) << r.out;
+
+  args.insert(args.end(), {"--model", "lstm"});
+  const ProgramRun lstm = run_example("train_charlm", args, std::chrono::seconds(30));
+  EXPECT_EQ(lstm.exit_code, 2) << lstm.describe();
+  EXPECT_NE(lstm.err.find("--checkpoint-activations checkpoints the Transformer's layers"), std::string::npos)
+      << lstm.err;
+}
+
 TEST_F(ProgramRuns, TrainDdpWritesItsLogAndProfile) {
   if (!distributed::mpi_is_available()) GTEST_SKIP() << "Kiln is built without MPI";
   const std::string log = (root_ / "ddp.csv").string();

@@ -120,9 +120,9 @@ struct LstmClassifier : nn::Module {
   std::shared_ptr<nn::LSTM> lstm;
   std::shared_ptr<nn::Linear> head;
   LstmClassifier() : Module("LstmClassifier") {
-    lstm = register_module("lstm", std::make_shared<nn::LSTM>(12, 24, nn::RNNOptions{.num_layers = 2,
-                                                                                      .batch_first = true,
-                                                                                      .bidirectional = true}));
+    lstm = register_module("lstm", std::make_shared<nn::LSTM>(12, 24, nn::RNNBaseOptions{.num_layers = 2,
+                                                                                          .batch_first = true,
+                                                                                          .bidirectional = true}));
     head = register_module("head", std::make_shared<nn::Linear>(48, 10));
   }
   Tensor forward(const Tensor& x) override { return head->forward(std::get<0>(lstm->forward(x)).select(1, -1)); }

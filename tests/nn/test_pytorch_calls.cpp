@@ -93,6 +93,24 @@ TEST(PyTorchCalls, FluentLstmAndGruOptionsInAnyOrder) {
   EXPECT_EQ(gru.repr(), "GRU(3, 6, bidirectional=True)");
 }
 
+TEST(PyTorchCalls, FluentRnnOptionsInAnyOrder) {
+  const nn::RNNOptions options = nn::RNNOptions(5, 4).nonlinearity("relu").num_layers(2).batch_first(true);
+  EXPECT_EQ(options.hidden_size(), 4);
+  EXPECT_EQ(options.nonlinearity(), "relu");
+  nn::RNN rnn(nn::RNNOptions(5, 4).batch_first(true).nonlinearity("relu").num_layers(2));
+  EXPECT_EQ(rnn.options.num_layers, 2);
+  EXPECT_EQ(rnn.options.nonlinearity, "relu");
+  // PyTorch's repr leaves the nonlinearity out.
+  EXPECT_EQ(rnn.repr(), "RNN(5, 4, num_layers=2, batch_first=True)");
+  auto [out, h_n] = rnn(randn({3, 7, 5}));
+  EXPECT_EQ(out.sizes(), (Shape{3, 7, 4}));
+  EXPECT_EQ(h_n.sizes(), (Shape{2, 3, 4}));
+  // The aggregate keeps designated initializers, in its declaration order.
+  nn::RNN same(5, 4, nn::RNNBaseOptions{.num_layers = 2, .batch_first = true, .nonlinearity = "relu"});
+  EXPECT_EQ(same.repr(), rnn.repr());
+  EXPECT_ERROR(nn::RNN(nn::RNNOptions(5, 4).nonlinearity("gelu")), "Unknown nonlinearity 'gelu'");
+}
+
 TEST(PyTorchCalls, MultiheadAttentionPositionalAndNamedArguments) {
   manual_seed(2);
   nn::MultiheadAttention mha(8, 2, {.batch_first = true});
