@@ -6,6 +6,7 @@
 
 #include "core/creation.h"
 #include "core/cuda/cuda.h"
+#include "core/ops/copy.h"
 #include "core/random.h"
 #include "core/tensor.h"
 
@@ -27,7 +28,7 @@ std::string tensor_to_bytes(const Tensor& state, const char* who) {
   KILN_CHECK_TYPE(state.defined() && state.dtype() == DType::UInt8 && state.dim() == 1, who,
                   ": expected a 1-D kiln.uint8 tensor saved by get_rng_state(), got ",
                   state.defined() ? detail::str_cat(state.dtype(), " of shape ", state.sizes()) : "an undefined tensor");
-  const Tensor host = state.to(kCPU).contiguous();
+  const Tensor host = ops::contiguous(ops::to_device(state, kCPU, false));
   const auto* p = static_cast<const char*>(host.raw_data_ptr());
   return std::string(p, p + host.numel());
 }

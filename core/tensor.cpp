@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/dispatch.h"
+#include "core/ops/copy.h"
 #include "core/shape.h"
 
 namespace kiln {
@@ -40,7 +41,7 @@ Scalar Tensor::item(std::source_location where) const {
   KILN_CHECK(t.numel() == 1, "a Tensor with ", t.numel(),
              " elements cannot be converted to Scalar");
   KILN_CHECK(!t.device().is_meta(), "Tensor.item() cannot be called on meta tensors");
-  if (!t.device().is_cpu()) return to(kCPU).item(where);
+  if (!t.device().is_cpu()) return ops::to_device(*this, kCPU, false).item(where);
   return dispatch_dtype<AllTypes>(t.dtype(), "item", [&]<typename T>() -> Scalar {
     const T v = *static_cast<const T*>(t.data());
     if constexpr (std::is_integral_v<T>) {

@@ -2,6 +2,7 @@
 #include "core/ops/layer_norm.h"
 
 #include "core/ops/allocate.h"
+#include "core/ops/copy.h"
 #include "core/ops/fused_rows.h"
 
 namespace kiln::ops {
@@ -27,13 +28,13 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, std::i
              "native_layer_norm: ", input.sizes(), " does not split into rows of ", normalized);
   const auto forward = require_kernel(kernels_of(input).forward, "native_layer_norm", input.device());
   const std::int64_t rows = normalized > 0 ? input.numel() / normalized : 0;
-  const Tensor x = input.contiguous();
+  const Tensor x = ops::contiguous(input);
   Tensor out = empty_output(input.sizes(), input.dtype(), input.device(), "native_layer_norm");
   Tensor mean = empty_output({rows}, input.dtype(), input.device(), "native_layer_norm");
   Tensor rstd = empty_output({rows}, input.dtype(), input.device(), "native_layer_norm");
   if (has_data(input.device())) {
-    forward(out, mean, rstd, x, weight.defined() ? weight.contiguous() : weight,
-            bias.defined() ? bias.contiguous() : bias, eps);
+    forward(out, mean, rstd, x, weight.defined() ? ops::contiguous(weight) : weight,
+            bias.defined() ? ops::contiguous(bias) : bias, eps);
   }
   return {out, mean, rstd};
 }
@@ -52,8 +53,8 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
   if (need[1] && weight.defined()) grad_weight = empty_output(weight.sizes(), weight.dtype(), weight.device(), op);
   if (need[2] && bias.defined()) grad_bias = empty_output(bias.sizes(), bias.dtype(), bias.device(), op);
   if (has_data(input.device()) && (grad_input.defined() || grad_weight.defined() || grad_bias.defined())) {
-    backward(grad_input, grad_weight, grad_bias, grad_output.contiguous(), input.contiguous(), mean, rstd,
-             weight.defined() ? weight.contiguous() : weight);
+    backward(grad_input, grad_weight, grad_bias, ops::contiguous(grad_output), ops::contiguous(input), mean, rstd,
+             weight.defined() ? ops::contiguous(weight) : weight);
   }
   return {grad_input, grad_weight, grad_bias};
 }

@@ -2,6 +2,7 @@
 #include "core/ops/softmax.h"
 
 #include "core/ops/allocate.h"
+#include "core/ops/copy.h"
 #include "core/ops/fused_rows.h"
 
 namespace kiln::ops {
@@ -18,7 +19,7 @@ Tensor softmax(const Tensor& x, std::int64_t dim, bool log) {
   const char* op = log ? "_log_softmax" : "_softmax";
   const std::int64_t d = wrap_dim(dim, std::max<std::int64_t>(x.dim(), 1));
   const auto forward = require_kernel(kernels_of(x).forward, op, x.device());
-  const Tensor input = x.contiguous();
+  const Tensor input = ops::contiguous(x);
   Tensor out = empty_output(x.sizes(), x.dtype(), x.device(), op);
   if (has_data(x.device()) && x.numel() > 0) forward(out, input, x.dim() == 0 ? 0 : d, log);
   return out;
@@ -33,7 +34,7 @@ Tensor softmax_backward(const Tensor& grad_output, const Tensor& y, std::int64_t
              grad_output.device());
   const std::int64_t d = wrap_dim(dim, std::max<std::int64_t>(y.dim(), 1));
   const auto backward = require_kernel(kernels_of(y).backward, op, y.device());
-  const Tensor g = grad_output.contiguous(), out = y.contiguous();
+  const Tensor g = ops::contiguous(grad_output), out = ops::contiguous(y);
   Tensor grad_input = empty_output(y.sizes(), y.dtype(), y.device(), op);
   if (has_data(y.device()) && y.numel() > 0) backward(grad_input, g, out, y.dim() == 0 ? 0 : d, log);
   return grad_input;

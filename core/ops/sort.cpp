@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "core/creation.h"
+#include "core/ops/copy.h"
+#include "core/ops/view.h"
 #include "core/shape.h"
 
 namespace kiln::ops {
@@ -69,14 +71,14 @@ Tensor mode_indices(const Tensor& x, std::int64_t dim) {
   const std::int64_t d = wrap_dim(dim, x.dim());
   KILN_CHECK_INDEX(x.size(d) > 0, "mode(): Expected reduction dim ", d, " to have non-zero size.");
   const DType key_type = x.is_floating_point() ? kFloat64 : kInt64;
-  const Tensor keys = x.detach().to(kCPU, key_type).transpose(d, -1).contiguous();
+  const Tensor keys = ops::contiguous(ops::transpose(ops::to_dtype(ops::to_device(x, kCPU, false), key_type), d, -1));
   const std::int64_t n = keys.size(-1);
   Shape out_sizes = keys.sizes().vec();
   out_sizes.back() = 1;
   Tensor out = empty(out_sizes, kInt64);
   if (key_type == kFloat64) mode_rows(keys.data_ptr<double>(), keys.numel() / n, n, out.data_ptr<std::int64_t>());
   else mode_rows(keys.data_ptr<std::int64_t>(), keys.numel() / n, n, out.data_ptr<std::int64_t>());
-  return out.transpose(d, -1).contiguous().to(x.device());
+  return ops::to_device(ops::contiguous(ops::transpose(out, d, -1)), x.device(), false);
 }
 
 Tensor sort_indices(const Tensor& x, std::int64_t dim, bool descending) {
@@ -84,13 +86,13 @@ Tensor sort_indices(const Tensor& x, std::int64_t dim, bool descending) {
   const std::int64_t d = wrap_dim(dim, x.dim());
   // Keys as double (floating types: exact) or Int64 (integers: exact), the sorted dim last.
   const DType key_type = x.is_floating_point() ? kFloat64 : kInt64;
-  const Tensor keys = x.detach().to(kCPU, key_type).transpose(d, -1).contiguous();
+  const Tensor keys = ops::contiguous(ops::transpose(ops::to_dtype(ops::to_device(x, kCPU, false), key_type), d, -1));
   const std::int64_t n = keys.size(-1);
   const std::int64_t rows = n == 0 ? 0 : keys.numel() / n;
   Tensor order = empty(keys.sizes(), kInt64);
   if (key_type == kFloat64) sort_rows(keys.data_ptr<double>(), rows, n, descending, order.data_ptr<std::int64_t>());
   else sort_rows(keys.data_ptr<std::int64_t>(), rows, n, descending, order.data_ptr<std::int64_t>());
-  return order.transpose(d, -1).contiguous().to(x.device());
+  return ops::to_device(ops::contiguous(ops::transpose(order, d, -1)), x.device(), false);
 }
 
 }  // namespace kiln::ops
