@@ -29,6 +29,7 @@ template <> struct acc_type<Eigen::bfloat16> { using type = float; };
 template <class T> using AccType = typename acc_type<T>::type;
 
 // Note [Rounding to BFloat16 in vector loops]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Eigen::bfloat16(float) rounds to nearest even, and turns a NaN into the quiet NaN of its
 // sign, but behind a branch on isnan that keeps the compiler from vectorising any loop that
 // stores BFloat16 (measured: relu and its backward in BFloat16 ran 3-5x slower than in

@@ -8,7 +8,7 @@
 // Each `for` over the loader is one epoch (the shuffle changes with the epoch, reproducibly
 // from the seed). See Note [DataLoader workers]. state_dict() records how far the loader has
 // got, so a resumed run continues with the batch an uninterrupted one would have seen next.
-// Read next: data/mnist.h, examples/train_mlp.cpp.
+// Read next: data/idx.h (Fashion-MNIST's files), examples/train_mlp.cpp.
 #pragma once
 
 #include <functional>

@@ -4,7 +4,9 @@
 //   while (!done()) backoff.pause();
 // Read next: distributed/mpi/process_group_mpi.cpp, which polls MPI requests this way.
 //
-// Note [Waiting without spinning]: MPI's blocking calls busy-poll, so a rank whose peer died
+// Note [Waiting without spinning]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// MPI's blocking calls busy-poll, so a rank whose peer died
 // used to hold a core at 100% until its timeout (and, under orte_enable_recovery, after it).
 // Polling with MPI_Test and sleeping in between costs latency instead: a peer that arrives
 // while this thread sleeps is noticed only when it wakes. The schedule bounds that cost

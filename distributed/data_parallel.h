@@ -4,7 +4,9 @@
 //   nn::DistributedDataParallel ddp(model);            // after init_process_group()
 //   loss = cross_entropy(ddp.forward(x), y); loss.backward(); optimizer.step();
 //
-// Note [Buckets overlap backward]: as in PyTorch's reducer, gradients are averaged in buckets
+// Note [Buckets overlap backward]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// As in PyTorch's reducer, gradients are averaged in buckets
 // (parameters in reverse registration order, roughly the order backward produces their
 // gradients; the first bucket 1 MiB so communication starts early, the others bucket_cap_mb).
 // A post-accumulate-grad hook on every parameter counts its bucket down; when a bucket is

@@ -6,7 +6,9 @@
 // live here so that another backend would word a mismatch the same way.
 // Read next: distributed/process_group_mpi.h (Note [Two threads talk to MPI]).
 //
-// Note [Collective fingerprints]: collectives are matched by order alone. If rank 1 calls a
+// Note [Collective fingerprints]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Collectives are matched by order alone. If rank 1 calls a
 // 1-element all_reduce where rank 0 calls a 535,818-element one, MPI pairs them anyway, and
 // the larger side's data lands in the smaller side's buffer: heap corruption, a signal, or a
 // hang, depending on the sizes. So before a collective is posted, every rank sends its

@@ -4,7 +4,9 @@
 // all_reduce, broadcast, all_gather, reduce_scatter and barrier, each with a Work whose wait()
 // blocks until the result is in the tensors.
 //
-// Note [Nothing hangs forever]: a collective waits at most the group's timeout. When it runs
+// Note [Nothing hangs forever]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A collective waits at most the group's timeout. When it runs
 // out, the group asks every peer whether it is alive (a ping on a side channel that each
 // rank's communication thread answers at once), and the error names the ranks that did not
 // answer, or says that all answered and one of them has not reached this collective. A rank

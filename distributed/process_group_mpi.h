@@ -4,7 +4,9 @@
 // MPI library reports CUDA awareness. Float16 and BFloat16 reduce through MPI operations of
 // Kiln's own, as MPI has no such types.
 //
-// Note [Two threads talk to MPI]: each group owns two threads, and only they call MPI after
+// Note [Two threads talk to MPI]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Each group owns two threads, and only they call MPI after
 // initialisation. The collective thread runs the queued collectives one after another, in
 // call order. Before each it swaps fingerprints with every peer on a communicator of their
 // own (Note [Collective fingerprints]), then posts the collective with MPI's non-blocking call

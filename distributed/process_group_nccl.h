@@ -3,7 +3,9 @@
 // when CMake finds nccl.h and libnccl beside the CUDA backend (cmake/KilnNccl.cmake); a stub
 // that says so stands in otherwise.
 //
-// Note [NCCL's streams and the watchdog]: a collective is queued, not run, by the calling
+// Note [NCCL's streams and the watchdog]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A collective is queued, not run, by the calling
 // thread. The group's communication stream first waits for an event recorded on the caller's
 // current stream (so the kernels that produced the inputs have finished), then runs NCCL's
 // kernel, then records a completion event. A watchdog thread polls the events of the

@@ -1,7 +1,7 @@
 // nn/conv.h — Conv2d over [N, C, H, W], weight [out, in/groups, kh, kw], PyTorch's default
 // initialisation (kaiming_uniform_ with a = sqrt(5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
 // The convolution itself is unfold + GEMM (Note [Convolution as unfold + GEMM]).
-// Read next: nn/pooling.h.
+// Read next: nn/layers.h (pooling, dropout and the other layers without weights of their own).
 #pragma once
 
 #include "autograd/functions/nn.h"

@@ -3,7 +3,7 @@
 // unset) during training and used in eval(); a batch with one value per channel in training
 // is PyTorch's "Expected more than 1 value per channel when training" error (a documented
 // failure case: fix with drop_last or eval()).
-// Read next: nn/dropout.h.
+// Read next: nn/layers.h (Dropout).
 #pragma once
 
 #include <optional>

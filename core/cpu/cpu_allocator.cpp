@@ -1,6 +1,6 @@
 // core/cpu/cpu_allocator.cpp — the CPU allocator: 64-byte aligned, with a cache of large
 // blocks. See Note [CPU caching allocator].
-// Read next: core/storage.h; the GPU counterpart is core/cuda/caching_allocator.h.
+// Read next: core/storage.h; the GPU counterpart is core/caching_allocator.h.
 #include <algorithm>
 #include <array>
 #include <atomic>

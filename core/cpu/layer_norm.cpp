@@ -1,7 +1,9 @@
 // core/cpu/layer_norm.cpp — layer normalisation of each row, forward and backward, one pass
 // over a row per step instead of a separate op per step.
 //
-// Note [One pass per layer-norm row]: composed from ops, (x - mean) / sqrt(var + eps) * w + b
+// Note [One pass per layer-norm row]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Composed from ops, (x - mean) / sqrt(var + eps) * w + b
 // makes about ten passes and as many temporaries forward, and twice that backward; a
 // Transformer runs it twice per layer. Here a row stays in the cache from its mean to its
 // output: the mean, the centred values and their squares' mean (two passes, as the composed

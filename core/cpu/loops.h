@@ -6,7 +6,7 @@
 // is broadcast), drops size-1 dims and merges dims that are contiguous with each other, so a
 // contiguous tensor of any rank becomes one flat loop the compiler vectorises. The innermost
 // loop has fast paths for all-contiguous operands and for a broadcast scalar.
-// Read next: core/cpu/elementwise.cpp.
+// Read next: core/cpu/unary.cpp, core/cpu/binary.cpp.
 #pragma once
 
 #include <array>

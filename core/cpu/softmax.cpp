@@ -1,6 +1,8 @@
 // core/cpu/softmax.cpp — softmax and log-softmax along one dim, forward and backward.
 //
-// Note [One pass per softmax row]: composed from ops, softmax(x) = exp(x - max) / Σ exp(x - max)
+// Note [One pass per softmax row]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Composed from ops, softmax(x) = exp(x - max) / Σ exp(x - max)
 // makes five passes over the tensor and allocates four temporaries (the max, the difference,
 // the exponentials, the sums), and its backward y (g - Σ g y) four more; log-softmax through
 // logsumexp makes eight. Here each row is read into the cache once: its max, then the

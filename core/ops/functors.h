@@ -3,7 +3,7 @@
 // The enums below name the members of each op family; core/kernels.h holds one kernel per
 // member and device, and `static_assert`s in the registration lists catch a member added
 // here without a kernel.
-// Read next: core/kernels.h, core/cpu/elementwise.cpp.
+// Read next: core/kernels.h, core/cpu/unary.cpp, core/cpu/binary.cpp.
 #pragma once
 
 #include <cmath>
