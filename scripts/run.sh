@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dataset-fashion-mnist fortunes
-bash scripts/build.sh
+# Only the library and the program it runs: the tests and benchmarks are scripts/test.sh's.
+KILN_TARGETS=train_mlp bash scripts/build.sh
 build="${KILN_BUILD_DIR:-build}"
 "$build/examples/train_mlp" --log "$build/mlp.csv" --checkpoint "$build/mlp.safetensors" "$@"
 echo "plot the curves with: bash scripts/plot_log.sh $build/mlp.csv"

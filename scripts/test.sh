@@ -3,6 +3,8 @@
 # every test (ctest, all labels: core, autograd, nn, optim, data, amp, examples, install).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# chromium: headless, it draws the profiler's HTML page for a screenshot test; only the tests
+# need it, so the first command (scripts/run.sh) does not install it.
+bash scripts/setup.sh chromium
 bash scripts/build.sh "$@"
 ctest --test-dir "${KILN_BUILD_DIR:-build}" --output-on-failure --parallel "$(nproc)" --timeout 900
