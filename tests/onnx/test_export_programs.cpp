@@ -1,0 +1,79 @@
+// tests/onnx/test_export_programs.cpp — `train_mlp --export-onnx FILE` and `train_cnn
+// --export-onnx FILE`, run as a user runs them on a small Fashion-MNIST-like folder: the file
+// takes "input" [N, 1, 28, 28] pixels with a dynamic batch and gives "logits" [N, 10], which
+// ONNX Runtime computes as the trained model (read back from the program's --checkpoint) does.
+#include <filesystem>
+
+#include "examples/program_runner.h"
+#include "examples/support/models.h"
+#include "onnx/onnx_runtime.h"
+#include "support/fashion_files.h"
+#include "support/test_util.h"
+
+namespace kiln::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class OnnxPrograms : public OnnxRuntimeTest {
+ protected:
+  void SetUp() override {
+    OnnxRuntimeTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (examples_dir().empty()) GTEST_SKIP() << "the example programs are not built (KILN_BUILD_EXAMPLES=OFF)";
+    root_ = fs::temp_directory_path() /
+            ("kiln_onnx_programs_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(root_);
+    write_fashion_files(root_ / "data", 128, 64);
+  }
+  void TearDown() override {
+    if (!root_.empty()) fs::remove_all(root_);
+  }
+
+  /// Trains `program` briefly with --export-onnx and --checkpoint, then runs the file in ONNX
+  /// Runtime at batch 1 and 37 against `Model` loaded from the checkpoint.
+  template <class Model>
+  void expect_exported_model_agrees(const std::string& program, const std::function<Tensor(const Tensor&)>& input) {
+    const fs::path onnx_file = root_ / "model.onnx", weights = root_ / "model.safetensors";
+    const ProgramRun run = run_example(program, {"--data", (root_ / "data").string(), "--epochs", "1", "--batch-size",
+                                                 "32", "--threads", "1", "--export-onnx", onnx_file.string(),
+                                                 "--checkpoint", weights.string()});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_NE(run.out.find("ONNX model written to " + onnx_file.string()), std::string::npos) << run.out;
+    Model model;
+    model.load_state_dict(load(weights.string()));
+    model.eval();
+    std::vector<std::vector<Tensor>> runs;
+    std::vector<Tensor> expected;
+    {
+      NoGradGuard no_grad;
+      for (std::int64_t n : {1, 37}) {
+        runs.push_back({rand({n, 1, 28, 28})});
+        expected.push_back(model.forward(input(runs.back()[0])));
+      }
+    }
+    const auto got = run_in_onnx_runtime(onnx_file.string(), runs);
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      ASSERT_EQ(got[r].size(), 1u);
+      const double error = max_relative_error(got[r][0], expected[r]);
+      std::printf("[onnx] %s --export-onnx: batch %lld max relative error %.2e\n", program.c_str(),
+                  static_cast<long long>(runs[r][0].size(0)), error);
+      EXPECT_LE(error, 1e-5) << "batch " << runs[r][0].size(0);
+    }
+  }
+
+  fs::path root_;
+};
+
+TEST_F(OnnxPrograms, TrainMlpExportsItsPredictionPath) {
+  expect_exported_model_agrees<examples::Mlp>(
+      "train_mlp", [](const Tensor& images) { return examples::normalize_fashion(images).flatten(1); });
+}
+
+TEST_F(OnnxPrograms, TrainCnnExportsItsPredictionPath) {
+  expect_exported_model_agrees<examples::Cnn>("train_cnn",
+                                              [](const Tensor& images) { return examples::normalize_fashion(images); });
+}
+
+}  // namespace
+}  // namespace kiln::testing
