@@ -23,7 +23,9 @@ namespace kiln::onnx {
 // the view's sizes. That covers view, reshape, flatten, unsqueeze, squeeze, t, transpose,
 // permute, narrow, select, chunk and split; dims of stride 0 (expand, broadcasting) become an
 // Expand of the view without them (or, for a consumer that broadcasts, the view without them
-// as it is). Each step is skipped when it changes nothing, so a plain
+// as it is). When the buffer's batch shares a dim of the box's buffer with other dims (a
+// time-major [T * N, F] read one step at a time), that dim is split into [before, N, after]
+// first, so that slicing a step never slices the batch. Each step is skipped when it changes nothing, so a plain
 // reshape is one Reshape node and an unchanged read none.
 
 // Note [The batch axis]
@@ -36,7 +38,9 @@ namespace kiln::onnx {
 // first covers every element group up to and including the batch's own factor
 // ([N, 1, 28, 28] to [N, 784] is [-1, 784]; [N, 784] to [1, N, 784] is [1, -1, 784];
 // [1, N * 4, 5] back to [N, 4, 5] is [-1, 4, 5]), and Expand puts 1 wherever the value
-// already has the size asked for. A reshape that splits the batch itself is refused. The example batch must not be 1, or a batch dim
+// already has the size asked for. A reshape that splits the batch itself is refused. A fill
+// whose shape holds the example's batch size (a recurrent layer's zero initial state) is
+// expanded at run time to a shape whose batch is read from the first input's (Shape). The example batch must not be 1, or a batch dim
 // could not be told from the other dims of size 1 (export_model checks this).
 
 namespace {
@@ -138,6 +142,7 @@ void GraphBuilder::add_input(const std::string& name, const Tensor& buffer) {
   Layout layout = Layout::of(buffer);
   describe(*graph_.add_input(), name, buffer.dtype(), layout.sizes, batch_dim, batch_name_);
   held_[buffer.impl()->storage().get()] = Held{Value{name, layout.sizes, batch_dim}, layout, ""};
+  if (batch_input_.empty()) batch_input_ = name;
 }
 
 void GraphBuilder::add_output(const std::string& name, const Tensor& t) {
@@ -298,6 +303,24 @@ Value GraphBuilder::reshape(const Value& v, const std::vector<std::int64_t>& siz
   return out;
 }
 
+Value GraphBuilder::full_over_batch(double value, DType dtype, const std::vector<std::int64_t>& sizes,
+                                    int batch_dim) {
+  ::onnx::NodeProto& shape = node("Shape", {batch_input_}, {fresh("Shape")});
+  set_int(shape, "start", 0);
+  set_int(shape, "end", 1);
+  std::vector<std::string> parts;
+  const std::vector<std::int64_t> before(sizes.begin(), sizes.begin() + batch_dim);
+  const std::vector<std::int64_t> after(sizes.begin() + batch_dim + 1, sizes.end());
+  if (!before.empty()) parts.push_back(int64s(before));
+  parts.push_back(shape.output(0));
+  if (!after.empty()) parts.push_back(int64s(after));
+  ::onnx::NodeProto& target = node("Concat", parts, {fresh("Concat")});
+  set_int(target, "axis", 0);
+  Value out{fresh("Expand"), sizes, batch_dim, 1};
+  node("Expand", {scalar(value, dtype), target.output(0)}, {out.name});
+  return out;
+}
+
 Value GraphBuilder::transpose(const Value& v, const std::vector<std::int64_t>& perm) {
   std::vector<std::int64_t> sizes(perm.size());
   Value out{fresh("Transpose"), {}, -1, v.batch_within};
@@ -324,6 +347,42 @@ Value GraphBuilder::expand(const Value& v, const std::vector<std::int64_t>& size
   }
   node("Expand", {v.name, int64s(shape)}, {out.name});
   return out;
+}
+
+void GraphBuilder::split_batch(const Value& v, std::vector<std::int64_t>& parent, std::vector<std::int64_t>& start,
+                               std::vector<std::int64_t>& length) const {
+  if (v.batch_dim < 0 || batch_size_ == 0) return;
+  const std::int64_t n = batch_size_;
+  const std::int64_t outer = product(v.sizes, 0, static_cast<std::size_t>(v.batch_dim)) * v.batch_within;
+  std::int64_t leading = 1;
+  for (std::size_t k = 0; k < parent.size(); ++k) {
+    const std::int64_t before = leading;
+    leading *= parent[k];
+    if (leading < outer * n) continue;
+    if (outer % before != 0) return;
+    const std::int64_t a = outer / before;
+    if (parent[k] % (a * n) != 0) return;
+    const std::int64_t b = parent[k] / (a * n);
+    if (a == 1 && b == 1) return;
+    // The box's extent along this dim as a box in [a, n, b]: whole rows of n * b, or part of
+    // one row (which slices the batch, and so leaves the batch fixed).
+    std::int64_t sa, la, sn, ln, sb, lb;
+    if (start[k] % (n * b) == 0 && length[k] % (n * b) == 0) {
+      sa = start[k] / (n * b), la = length[k] / (n * b), sn = 0, ln = n, sb = 0, lb = b;
+    } else if (start[k] % b == 0 && length[k] % b == 0 && start[k] % (n * b) + length[k] <= n * b) {
+      sa = start[k] / (n * b), la = 1, sn = start[k] % (n * b) / b, ln = length[k] / b, sb = 0, lb = b;
+    } else {
+      return;
+    }
+    const auto at = static_cast<std::ptrdiff_t>(k);
+    parent.erase(parent.begin() + at);
+    parent.insert(parent.begin() + at, {a, n, b});
+    start.erase(start.begin() + at);
+    start.insert(start.begin() + at, {sa, sn, sb});
+    length.erase(length.begin() + at);
+    length.insert(length.begin() + at, {la, ln, lb});
+    return;
+  }
 }
 
 Value GraphBuilder::view(const Held& held, const Layout& read, bool broadcasts) {
@@ -377,6 +436,7 @@ Value GraphBuilder::view(const Held& held, const Layout& read, bool broadcasts) 
   for (std::size_t k = 0; k < parent.size(); ++k) {
     KILN_CHECK_NOT_IMPLEMENTED(start[k] >= 0 && start[k] + length[k] <= parent[k], refused);
   }
+  split_batch(held.value, parent, start, length);
   Value x = reshape(held.value, parent);
   std::vector<std::int64_t> starts, ends, axes;
   for (std::size_t k = 0; k < parent.size(); ++k) {
@@ -387,18 +447,20 @@ Value GraphBuilder::view(const Held& held, const Layout& read, bool broadcasts) 
                                                      : start[k] + length[k]);
   }
   if (!axes.empty()) {
-    Value sliced{fresh("Slice"), length, x.batch_dim};
+    Value sliced{fresh("Slice"), length, x.batch_dim, x.batch_within};
     if (x.batch_dim >= 0 && length[x.batch_dim] != parent[x.batch_dim]) sliced.batch_dim = -1;
     node("Slice", {x.name, int64s(starts), int64s(ends), int64s(axes)}, {sliced.name});
     x = sliced;
   }
+  // The box's dims as the view's dims, largest stride first.
+  std::vector<std::int64_t> box;
+  for (std::size_t d : dims) box.push_back(r.sizes[d]);
   // Into the view's order: dims[k] is the view's dim that box dim k became.
   std::vector<std::int64_t> order(dims.size());
   for (std::size_t k = 0; k < dims.size(); ++k) order[k] = static_cast<std::int64_t>(k);
   std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return dims[a] < dims[b]; });
   if (!std::is_sorted(order.begin(), order.end())) {
-    x = reshape(x, std::vector<std::int64_t>(length.begin(), length.begin() + static_cast<std::ptrdiff_t>(dims.size())));
-    x = transpose(x, order);
+    x = transpose(reshape(x, box), order);
   }
   return reshape(x, r.sizes);
 }

@@ -87,6 +87,10 @@ class GraphBuilder {
   Value transpose(const Value& v, const std::vector<std::int64_t>& perm);
   Value expand(const Value& v, const std::vector<std::int64_t>& sizes);
 
+  /// `value` broadcast to `sizes`, whose dim `batch_dim` is the batch: its size is read from
+  /// the first input's shape when the model runs (Note [The batch axis]).
+  Value full_over_batch(double value, DType dtype, const std::vector<std::int64_t>& sizes, int batch_dim);
+
   std::int64_t batch_size() const { return batch_size_; }
 
  private:
@@ -96,11 +100,16 @@ class GraphBuilder {
     std::string unusable;  // why it cannot be read, when not ""
   };
   Value view(const Held& held, const Layout& read, bool broadcasts);
+  /// Splits the dim of a box's buffer (`parent`, with the box's `start` and `length`) in which
+  /// `v`'s batch is merged with other dims into [before, batch, after] (Note [Views from strides]).
+  void split_batch(const Value& v, std::vector<std::int64_t>& parent, std::vector<std::int64_t>& start,
+                   std::vector<std::int64_t>& length) const;
   Value constant(const Tensor& t, bool broadcasts);
 
   ::onnx::GraphProto& graph_;
   std::int64_t batch_size_;
   std::string batch_name_;
+  std::string batch_input_;  // the first input, whose dim 0 is the batch
   std::map<const Storage*, Held> held_;
   std::map<const Storage*, std::pair<std::string, Tensor>> named_;  // not yet read
   std::map<std::tuple<const Storage*, Layout, bool>, Value> constants_;

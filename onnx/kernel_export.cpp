@@ -3,6 +3,7 @@
 // See onnx/kernel_export.h.
 #include "onnx/kernel_export.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/creation.h"
@@ -180,6 +181,12 @@ void export_copy(const KernelCall& call, GraphBuilder& g) {
 
 void export_fill(const KernelCall& call, GraphBuilder& g) {
   const auto& [dst, value] = arguments<FillKernel>(call);
+  const std::vector<std::int64_t> sizes = sizes_of(dst);
+  const auto batch = std::find(sizes.begin(), sizes.end(), g.batch_size());
+  if (g.batch_size() > 0 && batch != sizes.end()) {
+    const int batch_dim = static_cast<int>(batch - sizes.begin());
+    return g.wrote(dst, g.full_over_batch(value.to_double(), dst.dtype(), sizes, batch_dim), call.name());
+  }
   g.wrote(dst, g.constant_of("filled", full(dst.sizes(), value, TensorOptions().dtype(dst.dtype()))), call.name());
 }
 
