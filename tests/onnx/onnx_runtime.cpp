@@ -69,14 +69,16 @@ std::vector<std::vector<Tensor>> run_in_onnx_runtime(const std::string& path,
     for (std::size_t i = 0; i < runs[r].size(); ++i) {
       const fs::path in = folder / ("run" + std::to_string(r) + "_in" + std::to_string(i) + ".npy");
       save_npy(in.string(), runs[r][i].contiguous());
-      ins += (i ? "," : "") + in.string();
+      if (i > 0) ins += ',';
+      ins += in.string();
     }
     // Outputs: up to four per run; the runner writes as many as the model has.
     std::string outs;
     for (int o = 0; o < 4; ++o) {
       const fs::path out = folder / ("run" + std::to_string(r) + "_out" + std::to_string(o) + ".npy");
       fs::remove(out);
-      outs += (o ? "," : "") + out.string();
+      if (o > 0) outs += ',';
+      outs += out.string();
     }
     command += " '" + ins + "=" + outs + "'";
   }

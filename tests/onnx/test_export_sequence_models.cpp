@@ -30,6 +30,23 @@ TEST_F(OnnxSequenceModels, MultiheadAttentionWithACausalMask) {
   expect_runtime_agrees(m, [](std::int64_t n) { return randn({n, 5, 8}); });
 }
 
+TEST_F(OnnxSequenceModels, MultiheadAttentionWithAKeyPaddingMask) {
+  manual_seed(35);
+  auto attention = std::make_shared<nn::MultiheadAttention>(8, 2, nn::MultiheadAttentionOptions{.batch_first = true});
+  Lambda owner([](const Tensor& x) { return x; }, {{"attention", attention}});
+  expect_runtime_agrees(
+      owner,
+      [attention](const std::vector<Tensor>& x) {
+        return std::vector<Tensor>{
+            std::get<0>(attention->forward(x[0], x[0], x[0], {.key_padding_mask = x[1], .need_weights = false}))};
+      },
+      [](std::int64_t n) {
+        // Each sequence pads its last one or two positions (never all of them).
+        const Tensor mask = arange(5).reshape({1, 5}) >= (randint(3, 5, {n, 1}));
+        return std::vector<Tensor>{randn({n, 5, 8}), mask};
+      });
+}
+
 TEST_F(OnnxSequenceModels, TransformerEncoderLayer) {
   manual_seed(32);
   auto layer = std::make_shared<nn::TransformerEncoderLayer>(
