@@ -4,7 +4,7 @@
 // ModelProto with the parameters and buffers as initializers, then checked by ONNX's own
 // checker and shape inference before the file is written.
 //
-//   kiln::onnx::export_model(model, {torch_like_example}, "model.onnx",
+//   kiln::onnx::export_model(model, {kiln::rand({2, 1, 28, 28})}, "model.onnx",
 //                            {.opset = 17, .dynamic_axes = {"batch"}, .input_names = {"input"},
 //                             .output_names = {"logits"}});
 //

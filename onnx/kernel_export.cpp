@@ -31,10 +31,9 @@ const auto& arguments(const KernelCall& call) {
 std::vector<std::int64_t> sizes_of(const Tensor& t) { return {t.sizes().begin(), t.sizes().end()}; }
 
 [[noreturn]] void no_export(const KernelCall& call) {
-  const KernelCall& c = call;
   std::string made;
-  const std::vector<const Tensor*> args = c.tensors();
-  const std::vector<bool> writes = const_cast<KernelCall&>(c).writes();
+  const std::vector<const Tensor*> args = call.tensors();
+  const std::vector<bool> writes = call.writes();
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (writes[i] && args[i]->defined()) {
       const std::string d = args[i]->describe();
