@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -45,11 +46,12 @@ namespace kiln::onnx {
 
 namespace {
 
+/// The product of v's elements [from, to), the bounds clamped to v's size.
 std::int64_t product(const std::vector<std::int64_t>& v, std::size_t from = 0,
                      std::size_t to = std::numeric_limits<std::size_t>::max()) {
-  std::int64_t p = 1;
-  for (std::size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
-  return p;
+  const auto first = v.begin() + static_cast<std::ptrdiff_t>(std::min(from, v.size()));
+  const auto last = v.begin() + static_cast<std::ptrdiff_t>(std::min(to, v.size()));
+  return std::accumulate(first, std::max(first, last), std::int64_t{1}, std::multiplies<>());
 }
 
 /// True when the dims of size > 1 have row-major strides (sizes-1 dims' strides do not matter).

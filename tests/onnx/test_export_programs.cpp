@@ -75,5 +75,47 @@ TEST_F(OnnxPrograms, TrainCnnExportsItsPredictionPath) {
                                               [](const Tensor& images) { return examples::normalize_fashion(images); });
 }
 
+// The deployment target: a trained train_cnn, exported and run in ONNX Runtime, makes
+// the same prediction as Kiln for every one of Fashion-MNIST's 10,000 test images. Needs
+// Debian's dataset-fashion-mnist; a short run (2,000 samples, one epoch) is trained enough.
+TEST_F(OnnxPrograms, TrainedCnnPredictsTheWholeTestSetAsKilnDoes) {
+  const std::string data_root = data::default_fashion_mnist_root();
+  if (!fs::exists(data_root + "/t10k-images-idx3-ubyte.gz") && !fs::exists(data_root + "/t10k-images-idx3-ubyte")) {
+    GTEST_SKIP() << "Fashion-MNIST is not installed in " << data_root << " (Debian: dataset-fashion-mnist)";
+  }
+  const fs::path onnx_file = root_ / "cnn.onnx", weights = root_ / "cnn.safetensors";
+  const ProgramRun run =
+      run_example("train_cnn", {"--data", data_root, "--epochs", "1", "--limit", "2000", "--batch-size", "64",
+                                "--export-onnx", onnx_file.string(), "--checkpoint", weights.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  examples::Cnn model;
+  model.load_state_dict(load(weights.string()));
+  model.eval();
+  const auto test_set = data::FashionMNIST::load(false, data_root);
+  std::vector<std::vector<Tensor>> runs;
+  std::vector<Tensor> kiln_predictions;
+  {
+    NoGradGuard no_grad;
+    for (std::size_t first = 0; first < test_set->size(); first += 1000) {
+      std::vector<std::size_t> indices;
+      for (std::size_t i = first; i < std::min(first + 1000, test_set->size()); ++i) indices.push_back(i);
+      const Tensor images = test_set->get_batch(indices).data;
+      runs.push_back({images});
+      kiln_predictions.push_back(model.forward(examples::normalize_fashion(images)).argmax(1));
+    }
+  }
+  const auto got = run_in_onnx_runtime(onnx_file.string(), runs);
+  std::int64_t same = 0, total = 0;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    ASSERT_EQ(got[r].size(), 1u);
+    same += (got[r][0].argmax(1) == kiln_predictions[r]).sum().item<std::int64_t>();
+    total += kiln_predictions[r].numel();
+  }
+  std::printf("[onnx] train_cnn on Fashion-MNIST: %lld of %lld test predictions equal in ONNX Runtime\n",
+              static_cast<long long>(same), static_cast<long long>(total));
+  EXPECT_EQ(total, 10000);
+  EXPECT_EQ(same, total);
+}
+
 }  // namespace
 }  // namespace kiln::testing
