@@ -167,6 +167,17 @@ void export_arg_reduce(const KernelCall& call, GraphBuilder& g) {
   }
 }
 
+void export_where(const KernelCall& call, GraphBuilder& g) {
+  const auto& [out, cond_t, a_t, b_t] = arguments<WhereKernel>(call);
+  const std::vector<std::int64_t> sizes = sizes_of(out);
+  const Value cond = g.read(cond_t, true), a = g.read(a_t, true), b = g.read(b_t, true);
+  if (out.dtype() != DType::Bool) return g.wrote(out, g.result("Where", {cond, a, b}, sizes), call.name());
+  // ONNX Runtime has no Bool Where (triu of a Bool matrix makes one): (c and a) or (not c and b).
+  const Value chosen_a = binary(g, "And", cond, a, sizes);
+  const Value chosen_b = binary(g, "And", unary(g, "Not", cond), b, sizes);
+  g.wrote(out, binary(g, "Or", chosen_a, chosen_b, sizes), call.name());
+}
+
 void export_copy(const KernelCall& call, GraphBuilder& g) {
   const auto& [dst, src] = arguments<CopyKernel>(call);
   Value x = g.read(src, true);
@@ -187,6 +198,19 @@ void export_fill(const KernelCall& call, GraphBuilder& g) {
     return g.wrote(dst, g.full_over_batch(value.to_double(), dst.dtype(), sizes, batch_dim), call.name());
   }
   g.wrote(dst, g.constant_of("filled", full(dst.sizes(), value, TensorOptions().dtype(dst.dtype()))), call.name());
+}
+
+void export_arange(const KernelCall& call, GraphBuilder& g) {
+  const auto& [out, start, step] = arguments<ArangeKernel>(call);
+  // The same kernel again, on the host, makes the same numbers; arange's end is chosen half
+  // a step past the last so that rounding cannot drop it, and anything beyond is cut off.
+  const std::int64_t n = out.numel();
+  const Scalar end = start.to_double() + step.to_double() * (static_cast<double>(n) - 0.5);
+  const Tensor values = (start.is_floating_point() || step.is_floating_point())
+                            ? arange(start, end, step, TensorOptions().dtype(out.dtype()))
+                            : arange(start, Scalar(start.to_int() + step.to_int() * n), step,
+                                     TensorOptions().dtype(out.dtype()));
+  g.wrote(out, g.constant_of("arange", values.narrow(0, 0, n).contiguous().reshape(out.sizes())), call.name());
 }
 
 void export_bmm(const KernelCall& call, GraphBuilder& g) {
@@ -317,13 +341,10 @@ void export_kernel(const KernelCall& call, GraphBuilder& g) {
     case KernelFamily::Reduce: return export_reduce(call, g);
     case KernelFamily::VarMean: return export_var_mean(call, g);
     case KernelFamily::ArgReduce: return export_arg_reduce(call, g);
-    case KernelFamily::Where: {
-      const auto& [out, cond, a, b] = arguments<WhereKernel>(call);
-      return g.wrote(out, g.result("Where", {g.read(cond, true), g.read(a, true), g.read(b, true)}, sizes_of(out)),
-                     call.name());
-    }
+    case KernelFamily::Where: return export_where(call, g);
     case KernelFamily::Copy: return export_copy(call, g);
     case KernelFamily::Fill: return export_fill(call, g);
+    case KernelFamily::Arange: return export_arange(call, g);
     case KernelFamily::Bmm: return export_bmm(call, g);
     case KernelFamily::BmmBias: return export_bmm_bias(call, g);
     case KernelFamily::Cat: return export_cat(call, g);

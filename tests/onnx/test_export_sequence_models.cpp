@@ -55,6 +55,24 @@ TEST_F(OnnxSequenceModels, TransformerEncoderLayer) {
   expect_runtime_agrees(m, [](std::int64_t n) { return randn({n, 5, 8}); });
 }
 
+// As train_charlm's Transformer: positions from arange and the causal mask made inside the
+// forward, so the file computes them too.
+TEST_F(OnnxSequenceModels, PositionsAndCausalMaskMadeInTheForward) {
+  manual_seed(36);
+  auto token = std::make_shared<nn::Embedding>(11, 8);
+  auto position = std::make_shared<nn::Embedding>(6, 8);
+  auto layer = std::make_shared<nn::TransformerEncoderLayer>(
+      8, 2, nn::TransformerEncoderLayerOptions{.dim_feedforward = 16, .batch_first = true});
+  Lambda m(
+      [=](const Tensor& ids) {
+        const std::int64_t length = ids.size(1);
+        const Tensor x = token->forward(ids) + position->forward(arange(length, TensorOptions().dtype(kInt64)));
+        return layer->forward(x, nn::generate_square_subsequent_mask(length));
+      },
+      {{"token", token}, {"position", position}, {"layer", layer}});
+  expect_runtime_agrees(m, [](std::int64_t n) { return randint(0, 11, {n, 6}); });
+}
+
 TEST_F(OnnxSequenceModels, Gru) {
   manual_seed(33);
   // No dim of 3, the example batch: the zero initial state [1, N, 7] is found by its size.
