@@ -44,6 +44,15 @@ namespace kiln::onnx {
 // expanded at run time to a shape whose batch is read from the first input's (Shape). The example batch must not be 1, or a batch dim
 // could not be told from the other dims of size 1 (export_model checks this).
 
+// Note [Storages written in pieces]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A kernel that writes only part of a storage (the LSTM layer's cell writes step t's h and c
+// into row t of buffers [T + 1, B, H]) leaves a piece: the value of that block of elements.
+// A read inside one piece is a view of that piece. A read across pieces (the layer's output,
+// rows 1..T) sees the pieces, equal in shape and adjacent, stacked by Concat along a new
+// leading dim, and is a view of that. Anything else (a piece over a value written whole, gaps
+// between pieces) is refused by name.
+
 namespace {
 
 /// The product of v's elements [from, to), the bounds clamped to v's size.
@@ -236,6 +245,7 @@ Value GraphBuilder::read(const Tensor& t, bool broadcasts) {
     KILN_CHECK_NOT_IMPLEMENTED(it->second.unusable.empty(), it->second.unusable);
     return view(it->second, Layout::of(t), broadcasts);
   }
+  if (auto it = pieces_.find(storage); it != pieces_.end()) return read_pieces(it->second, Layout::of(t), broadcasts);
   if (auto it = named_.find(storage); it != named_.end() && it->second.second.is_contiguous()) {
     const auto [name, param] = it->second;
     named_.erase(it);
@@ -263,14 +273,54 @@ Value GraphBuilder::constant(const Tensor& t, bool broadcasts) {
 }
 
 void GraphBuilder::wrote(const Tensor& t, const Value& value, const std::string& kernel) {
-  KILN_CHECK_NOT_IMPLEMENTED(t.is_contiguous() && t.storage_offset() == 0, "onnx export: ", kernel,
-                             " writes into part of a tensor (", t.describe(),
-                             "), which has no ONNX export yet");
+  KILN_CHECK_NOT_IMPLEMENTED(t.is_contiguous(), "onnx export: ", kernel, " writes a non-contiguous view (",
+                             t.describe(), "), which has no ONNX export yet");
   const Storage* storage = t.impl()->storage().get();
   Layout layout = Layout::of(t);
   Value v = value.sizes == layout.sizes ? value : reshape(value, layout.sizes);
   named_.erase(storage);
-  held_[storage] = Held{std::move(v), std::move(layout), ""};
+  if (t.storage_offset() == 0 && t.nbytes() == storage->nbytes()) {
+    pieces_.erase(storage);
+    held_[storage] = Held{std::move(v), std::move(layout), ""};
+    return;
+  }
+  // Part of the storage: a piece (Note [Storages written in pieces]).
+  KILN_CHECK_NOT_IMPLEMENTED(!held_.count(storage), "onnx export: ", kernel, " writes into part of a tensor (",
+                             t.describe(), ") that was written whole before, which has no ONNX export yet");
+  pieces_[storage][t.storage_offset()] = Held{std::move(v), std::move(layout), ""};
+}
+
+Value GraphBuilder::read_pieces(const std::map<std::int64_t, Held>& pieces, const Layout& read, bool broadcasts) {
+  std::int64_t first = read.offset, last = read.offset;
+  for (std::size_t d = 0; d < read.sizes.size(); ++d) last += (read.sizes[d] - 1) * read.strides[d];
+  for (const auto& [offset, piece] : pieces) {
+    if (first >= offset && last < offset + product(piece.layout.sizes)) return view(piece, read, broadcasts);
+  }
+  // Across pieces: stack them, if they are adjacent blocks of one shape.
+  const Held& front = pieces.begin()->second;
+  const std::int64_t block = product(front.layout.sizes);
+  std::int64_t expected = pieces.begin()->first;
+  std::vector<Value> stacked;
+  std::vector<std::int64_t> row = front.layout.sizes;
+  row.insert(row.begin(), 1);
+  for (const auto& [offset, piece] : pieces) {
+    KILN_CHECK_NOT_IMPLEMENTED(offset == expected && piece.layout.sizes == front.layout.sizes,
+                               "onnx export: a kernel reads a tensor written in pieces that are not adjacent blocks "
+                               "of one shape, which has no ONNX export yet");
+    stacked.push_back(reshape(piece.value, row));
+    expected += block;
+  }
+  std::vector<std::int64_t> sizes = front.layout.sizes;
+  sizes.insert(sizes.begin(), static_cast<std::int64_t>(stacked.size()));
+  ::onnx::NodeProto* n = nullptr;
+  const Value all = result("Concat", stacked, sizes, &n);
+  set_int(*n, "axis", 0);
+  std::vector<std::int64_t> strides(sizes.size());
+  std::int64_t stride = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) strides[d] = stride, stride *= sizes[d];
+  KILN_CHECK_NOT_IMPLEMENTED(first >= pieces.begin()->first && last < expected,
+                             "onnx export: a kernel reads elements of a tensor written in pieces that no piece wrote");
+  return view(Held{all, Layout{sizes, strides, pieces.begin()->first}, ""}, read, broadcasts);
 }
 
 void GraphBuilder::unusable(const Tensor& t, const std::string& why) {

@@ -105,12 +105,16 @@ class GraphBuilder {
   void split_batch(const Value& v, std::vector<std::int64_t>& parent, std::vector<std::int64_t>& start,
                    std::vector<std::int64_t>& length) const;
   Value constant(const Tensor& t, bool broadcasts);
+  /// The value a read of a storage written in pieces sees (Note [Storages written in pieces]).
+  Value read_pieces(const std::map<std::int64_t, Held>& pieces, const Layout& read, bool broadcasts);
 
   ::onnx::GraphProto& graph_;
   std::int64_t batch_size_;
   std::string batch_name_;
   std::string batch_input_;  // the first input, whose dim 0 is the batch
   std::map<const Storage*, Held> held_;
+  /// Storages written piece by piece (a recurrent layer's step outputs): each piece by offset.
+  std::map<const Storage*, std::map<std::int64_t, Held>> pieces_;
   std::map<const Storage*, std::pair<std::string, Tensor>> named_;  // not yet read
   std::map<std::tuple<const Storage*, Layout, bool>, Value> constants_;
   std::map<std::vector<std::int64_t>, std::string> int64s_;

@@ -303,6 +303,32 @@ void export_conv(const KernelCall& call, GraphBuilder& g, bool relu) {
   g.wrote(out, y, call.name());
 }
 
+void export_lstm_cell(const KernelCall& call, GraphBuilder& g) {
+  const auto& [gates, c, h, recurrent, projected, c_prev] = arguments<LstmCellKernels::Forward>(call);
+  // One step of Note [Recurrent layers] (nn/rnn.h) as its arithmetic, gates in PyTorch's order
+  // i, f, g, o: c = σ(f) c_prev + σ(i) tanh(g), h = σ(o) tanh(c).
+  const std::vector<std::int64_t> wide = sizes_of(gates), narrow = sizes_of(c);
+  const std::int64_t hidden = narrow.back();
+  const Value pre = binary(g, "Add", g.read(recurrent), g.read(projected), wide);
+  auto gate = [&](std::int64_t k, const char* activation) {
+    const Value part = g.result("Slice",
+                                {pre, Value{g.int64s({k * hidden}), {}, -1}, Value{g.int64s({(k + 1) * hidden}), {}, -1},
+                                 Value{g.int64s({1}), {}, -1}},
+                                narrow);
+    return unary(g, activation, part);
+  };
+  const Value i = gate(0, "Sigmoid"), f = gate(1, "Sigmoid"), cell = gate(2, "Tanh"), o = gate(3, "Sigmoid");
+  const Value c_new = binary(g, "Add", binary(g, "Mul", f, g.read(c_prev), narrow), binary(g, "Mul", i, cell, narrow),
+                             narrow);
+  const Value h_new = binary(g, "Mul", o, unary(g, "Tanh", c_new), narrow);
+  ::onnx::NodeProto* n = nullptr;
+  const Value all = g.result("Concat", {i, f, cell, o}, wide, &n);
+  set_int(*n, "axis", 1);
+  g.wrote(gates, all, call.name());
+  g.wrote(c, c_new, call.name());
+  g.wrote(h, h_new, call.name());
+}
+
 void export_softmax(const KernelCall& call, GraphBuilder& g) {
   const auto& [out, x, dim, log] = arguments<SoftmaxKernels::Forward>(call);
   ::onnx::NodeProto* n = nullptr;
@@ -355,6 +381,7 @@ void export_kernel(const KernelCall& call, GraphBuilder& g) {
     case KernelFamily::ConvForward: return export_conv(call, g, false);
     case KernelFamily::ConvForwardRelu: return export_conv(call, g, true);
     case KernelFamily::SoftmaxForward: return export_softmax(call, g);
+    case KernelFamily::LstmCellForward: return export_lstm_cell(call, g);
     case KernelFamily::LayerNormForward: return export_layer_norm(call, g);
     default: no_export(call);
   }
