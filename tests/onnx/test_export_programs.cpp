@@ -2,9 +2,13 @@
 // --export-onnx FILE`, run as a user runs them on a small Fashion-MNIST-like folder: the file
 // takes "input" [N, 1, 28, 28] pixels with a dynamic batch and gives "logits" [N, 10], which
 // ONNX Runtime computes as the trained model (read back from the program's --checkpoint) does.
+#include <onnx/onnx_pb.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "examples/program_runner.h"
+#include "examples/support/charlm.h"
 #include "examples/support/models.h"
 #include "onnx/onnx_runtime.h"
 #include "support/fashion_files.h"
@@ -73,6 +77,55 @@ TEST_F(OnnxPrograms, TrainMlpExportsItsPredictionPath) {
 TEST_F(OnnxPrograms, TrainCnnExportsItsPredictionPath) {
   expect_exported_model_agrees<examples::Cnn>("train_cnn",
                                               [](const Tensor& images) { return examples::normalize_fashion(images); });
+}
+
+// train_charlm --export-onnx: Int64 ids [N, context] in, logits [N, context, vocabulary] out,
+// the vocabulary in the file's metadata; both models, briefly trained.
+TEST_F(OnnxPrograms, TrainCharlmExportsBothModelsWithTheirVocabulary) {
+  const fs::path text = root_ / "text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 200; ++i) out << "the cat sat on the mat. a dog ran far.\n";
+  }
+  for (const std::string kind : {"transformer", "lstm"}) {
+    SCOPED_TRACE(kind);
+    const fs::path onnx_file = root_ / (kind + ".onnx"), weights = root_ / (kind + ".safetensors");
+    const ProgramRun run = run_example(
+        "train_charlm", {"--text", text.string(), "--model", kind, "--steps", "3", "--context", "16", "--width", "16",
+                         "--layers", "1", "--heads", "2", "--hidden", "16", "--batch-size", "4", "--eval-every", "2",
+                         "--threads", "1", "--export-onnx", onnx_file.string(), "--checkpoint", weights.string()});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_NE(run.out.find("ONNX model written to " + onnx_file.string()), std::string::npos) << run.out;
+    const auto [model, vocabulary] = examples::load_charlm(weights.string(), kCPU);
+    model->eval();
+
+    ::onnx::ModelProto proto;
+    std::ifstream in(onnx_file, std::ios::binary);
+    ASSERT_TRUE(proto.ParseFromIstream(&in));
+    std::string listed;
+    for (const auto& entry : proto.metadata_props()) {
+      if (entry.key() == "vocabulary") listed = entry.value();
+    }
+    EXPECT_EQ(listed, vocabulary.list());
+
+    std::vector<std::vector<Tensor>> runs;
+    std::vector<Tensor> expected;
+    {
+      NoGradGuard no_grad;
+      for (std::int64_t n : {1, 37}) {
+        runs.push_back({randint(0, vocabulary.size(), {n, 16})});
+        expected.push_back(model->forward(runs.back()[0]));
+      }
+    }
+    const auto got = run_in_onnx_runtime(onnx_file.string(), runs);
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      ASSERT_EQ(got[r].size(), 1u);
+      const double error = max_relative_error(got[r][0], expected[r]);
+      std::printf("[onnx] train_charlm --model %s --export-onnx: batch %lld max relative error %.2e\n", kind.c_str(),
+                  static_cast<long long>(runs[r][0].size(0)), error);
+      EXPECT_LE(error, 1e-5) << "batch " << runs[r][0].size(0);
+    }
+  }
 }
 
 // The deployment target: a trained train_cnn, exported and run in ONNX Runtime, makes
