@@ -108,6 +108,15 @@ TEST(OnnxErrors, AKernelWithoutExportIsNamed) {
   EXPECT_NE(message.find("onnx export: random has no ONNX export"), std::string::npos) << message;
 }
 
+// conv_transpose2d is matmul + fold (col2im), and col2im has no ONNX form here.
+TEST(OnnxErrors, ConvTransposeIsNotExportedYetAndSaysSo) {
+  auto deconv = std::make_shared<nn::ConvTranspose2d>(3, 4, 3);
+  Lambda m([deconv](const Tensor& x) { return deconv->forward(x); }, {{"deconv", deconv}});
+  const std::string message = error_of<NotImplementedError>(
+      [&] { onnx::export_model(m, {randn({2, 3, 5, 5})}, file_for("deconv")); });
+  EXPECT_NE(message.find("onnx export: col2im has no ONNX export"), std::string::npos) << message;
+}
+
 TEST(OnnxErrors, HostCodeReadingAComputedValueIsRefused) {
   Lambda host([](const Tensor& x) { return x * (x.sum().item<double>()); });
   const std::string message = error_of<NotImplementedError>(

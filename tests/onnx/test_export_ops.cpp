@@ -94,6 +94,14 @@ TEST_F(OnnxOps, ElementwiseWithBroadcasting) {
       [](std::int64_t n) { return std::vector<Tensor>{randn({n, 4, 5}), randn({n, 1, 5})}; });
 }
 
+TEST_F(OnnxOps, CastsSqueezeAndUnsqueeze) {
+  Lambda m([](const Tensor& x) {
+    const Tensor wide = x.unsqueeze(1).to(kFloat64) * 3.0;     // [N, 1, 6] Float64
+    return (wide.squeeze(1) > 0.5).to(kFloat32) + wide.squeeze(1).to(kFloat32);
+  });
+  expect_runtime_agrees(m, [](std::int64_t n) { return randn({n, 6}); });
+}
+
 TEST_F(OnnxOps, FashionNormalisation) {
   Lambda m([](const Tensor& x) { return (x - 0.2860) / 0.3530; });
   expect_runtime_agrees(m, [](std::int64_t n) { return rand({n, 1, 28, 28}); });
