@@ -48,4 +48,5 @@
 #include "distributed/distributed.h"
 #include "distributed/process_group_mpi.h"
 #include "compile/compile.h"
+#include "onnx/export.h"
 #include "profiler/profiler.h"

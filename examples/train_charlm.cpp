@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
     f.add("--log", c.log, "write step,seconds,train_bpc,val_bpc here (CSV, plot with scripts/plot_log.sh)")
         ->check(writable_file());
     f.add("--checkpoint", c.checkpoint, "write the model here after training, or with --generate read it from here");
+    f.add("--export-onnx", c.export_onnx,
+          "after training, write the model here as ONNX (input: Int64 character ids [N, context]; output: logits "
+          "[N, context, vocabulary]; the vocabulary in its metadata; see docs/deploy.md)")
+        ->check(writable_file());
     f.add("--generate", generate_count, "sample this many characters from --checkpoint, without training")
         ->check(integer(0, 10'000'000));
     f.add("--temperature", temperature, "sampling temperature (lower: more likely characters)")

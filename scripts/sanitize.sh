@@ -19,6 +19,7 @@ start=$SECONDS
 asan_dir="${KILN_ASAN_BUILD_DIR:-build-asan}"
 [ -f "$asan_dir/build.ninja" ] || cmake -S . -B "$asan_dir" "${common[@]}" -DKILN_SANITIZE=ON >/dev/null
 cmake --build "$asan_dir" --parallel "$(nproc)"
+KILN_BUILD_DIR="$asan_dir" bash scripts/onnx_runtime.sh  # the onnx tests' ONNX Runtime
 built=$SECONDS
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
   ctest --test-dir "$asan_dir" --output-on-failure --parallel "$(nproc)" --timeout 900 -E '^install\.' \

@@ -303,6 +303,7 @@ struct CharLmConfig {
   Device device = kCPU;
   std::string log;         // CSV: step,seconds,train_bpc,val_bpc
   std::string checkpoint;  // safetensors, with the vocabulary and shape as metadata
+  std::string export_onnx;  // ONNX file of the trained model, vocabulary in its metadata ("" = none)
   bool quiet = false;
   bool compile = false;    // capture the training step once and replay it (kiln::compile)
   bool checkpoint_activations = false;  // recompute each Transformer layer in backward
@@ -423,6 +424,25 @@ inline Tensor train_step(CharModel& model, optim::Optimizer& optimizer, const Te
   return loss;
 }
 
+/// --export-onnx: the trained model as ONNX, input "input" Int64 character ids [N, context]
+/// (batch dynamic), output "logits" [N, context, vocabulary]; the vocabulary and the shape go
+/// into the model's metadata_props, as into the checkpoint's. The example batch is 3, a size
+/// no dim of the model has by default (Note [The batch axis] in onnx/graph_builder.cpp).
+inline void export_charlm(CharModel& model, const CharLmConfig& c, const CharVocabulary& vocabulary) {
+  std::map<std::string, std::string> metadata = c.shape.metadata();
+  metadata["vocabulary"] = vocabulary.list();
+  model.to(kCPU);
+  const onnx::ExportReport report = onnx::export_model(
+      model, {zeros({3, c.shape.context}, TensorOptions().dtype(kInt64))}, c.export_onnx,
+      {.dynamic_axes = {"batch"}, .input_names = {"input"}, .output_names = {"logits"},
+       .metadata = {metadata.begin(), metadata.end()}});
+  model.to(c.device);
+  if (!c.quiet) {
+    std::printf("ONNX model written to %s (%zu nodes, %zu initializers, %zu bytes)\n", c.export_onnx.c_str(),
+                report.nodes, report.initializers, report.bytes);
+  }
+}
+
 /// Trains a new model on `text` for the configured budget, validating every `eval_every`
 /// steps and at the end; writes the log and the checkpoint when asked.
 inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const std::string& text, CharLmConfig c) {
@@ -514,6 +534,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
     model->to(c.device);
     if (!c.quiet) std::printf("wrote %s\n", c.checkpoint.c_str());
   }
+  if (!c.export_onnx.empty()) export_charlm(*model, c, result.vocabulary);
   return {model, result};
 }
 

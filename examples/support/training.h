@@ -108,6 +108,7 @@ struct TrainConfig {
   std::size_t workers = 0;
   Device device = kCPU;
   std::string checkpoint;  // safetensors path ("" = none)
+  std::string export_onnx;  // ONNX path for the trained prediction path ("" = none)
   std::string log;         // CSV path ("" = none)
   std::string data_root = data::default_fashion_mnist_root();
   std::int64_t limit = 0;  // use only this many training samples (0 = all), for quick runs
@@ -139,6 +140,7 @@ struct TrainingFlags {
   bool memory_plan = true;   // --plan and --batch-size auto
   bool checkpoints = true;   // --checkpoint-dir, --checkpoint-every, --keep-checkpoints, --resume, --overwrite
   bool profile = true;       // --profile DIR (steps 3-5 profiled)
+  bool export_onnx = false;  // --export-onnx FILE (the Fashion-MNIST programs)
 };
 
 /// A batch size: a positive integer, or "auto" where the program can plan one.
@@ -182,6 +184,12 @@ inline void add_training_flags(Flags& f, TrainConfig& c, TrainingFlags which = {
        "--device", [&c](const std::string& v) { c.device = Device(v); }, "cpu, cuda or cuda:N", c.device.str())
       ->check(device());
   f.add("--checkpoint", c.checkpoint, "write the trained weights here (safetensors)")->check(writable_file());
+  if (which.export_onnx) {
+    f.add("--export-onnx", c.export_onnx,
+          "after training, write the model with its input normalisation here as ONNX (input: Float32 pixels in "
+          "[0, 1], [N, 1, 28, 28]; output: logits [N, 10]; see docs/deploy.md)")
+        ->check(writable_file());
+  }
   f.add("--log", c.log, "write per-epoch loss/accuracy here (CSV, plot with scripts/plot_log.sh)")
       ->check(writable_file());
   f.add("--data", c.data_root, "Fashion-MNIST folder")->check(existing_folder());
@@ -438,6 +446,33 @@ inline std::optional<TrainResult> plan_memory(nn::Module& model, const data::Dat
   return TrainResult{};
 }
 
+/// What a Fashion-MNIST program predicts with: `model` behind `input` (the program's
+/// normalisation and reshaping), so that an exported file takes the pixels themselves.
+struct PredictionPath : nn::Module {
+  nn::Module& model;
+  std::function<Tensor(const Tensor&)> input;
+  PredictionPath(nn::Module& m, std::function<Tensor(const Tensor&)> prepare)
+      : Module("PredictionPath"), model(m), input(std::move(prepare)) {
+    // The program owns the model; registering it only names its weights ("model.fc1.weight").
+    register_module("model", std::shared_ptr<nn::Module>(&model, [](nn::Module*) {}));
+  }
+  Tensor forward(const Tensor& images) override { return model.forward(input(images)); }
+};
+
+/// --export-onnx: the trained prediction path as ONNX, input "input" [N, 1, 28, 28] Float32 with
+/// a dynamic batch axis, output "logits" [N, 10].
+inline void export_prediction_path(nn::Module& model, const std::function<Tensor(const Tensor&)>& input,
+                                   const std::string& path) {
+  PredictionPath whole(model, input);
+  const auto start = std::chrono::steady_clock::now();
+  const onnx::ExportReport report =
+      onnx::export_model(whole, {rand({2, 1, 28, 28})}, path,
+                         {.dynamic_axes = {"batch"}, .input_names = {"input"}, .output_names = {"logits"}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("ONNX model written to %s (%zu nodes, %zu initializers, %zu bytes, %.2f s)\n", path.c_str(),
+              report.nodes, report.initializers, report.bytes, seconds);
+}
+
 /// Trains `model` with cross-entropy and a cosine schedule, evaluating on `test_set` after
 /// every epoch. Examples are (image batch, class index); `input` turns a batch of images into
 /// what the model takes. With c.checkpoint_dir it writes training checkpoints, and with
@@ -582,6 +617,7 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
     save(c.checkpoint, model.state_dict(), {{"format", "pt"}, {"model", model.type_name()}});
     std::printf("checkpoint written to %s\n", c.checkpoint.c_str());
   }
+  if (!c.export_onnx.empty()) export_prediction_path(model, input, c.export_onnx);
   std::printf("final test accuracy %.2f%% (%.2fs per epoch)\n", 100 * result.test_accuracy, result.seconds_per_epoch);
   return result;
 }
@@ -601,7 +637,7 @@ int train_main(int argc, char** argv, const char* program, const char* summary, 
                const std::function<Tensor(const Tensor&)>& input) {
   return run_program(program, [&] {
     Flags flags(program, summary);
-    add_training_flags(flags, config);
+    add_training_flags(flags, config, TrainingFlags{.export_onnx = true});
     flags.parse(argc, argv);
     manual_seed(config.seed);
     Model model;
