@@ -299,21 +299,21 @@ void Profile::start_trace() {
   set_observer(recorder_.get());
 }
 
-void Profile::discard_trace() {
+void Profile::uninstall_recorder() {
   set_observer(nullptr);
   if (options_.profile_memory) {
     set_memory_observer(nullptr);
     detail::MemoryTap::instance().set_target(nullptr);
   }
+}
+
+void Profile::discard_trace() {
+  uninstall_recorder();
   recorder_.reset();
 }
 
 void Profile::stop_trace() {
-  set_observer(nullptr);
-  if (options_.profile_memory) {
-    set_memory_observer(nullptr);
-    detail::MemoryTap::instance().set_target(nullptr);
-  }
+  uninstall_recorder();
   events_ = recorder_->finish();
   memory_ = recorder_->take_memory();
   recorder_.reset();

@@ -86,6 +86,7 @@ class Profile {
   void check_finished() const;
   void check_thread(const char* what) const;
   void start_trace();
+  void uninstall_recorder();
   void stop_trace();
   void discard_trace();
   void trace_ready();

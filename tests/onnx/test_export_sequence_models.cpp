@@ -76,7 +76,7 @@ TEST_F(OnnxSequenceModels, PositionsAndCausalMaskMadeInTheForward) {
 TEST_F(OnnxSequenceModels, Gru) {
   manual_seed(33);
   // No dim of 3, the example batch: the zero initial state [1, N, 7] is found by its size.
-  auto gru = std::make_shared<nn::GRU>(5, 7, nn::RNNOptions{.batch_first = true});
+  auto gru = std::make_shared<nn::GRU>(5, 7, nn::RNNBaseOptions{.batch_first = true});
   Lambda m([gru](const Tensor& x) { return std::get<0>(gru->forward(x)); }, {{"gru", gru}});
   expect_runtime_agrees(m, [](std::int64_t n) { return randn({n, 4, 5}); });
 }
@@ -84,7 +84,7 @@ TEST_F(OnnxSequenceModels, Gru) {
 TEST_F(OnnxSequenceModels, Lstm) {
   manual_seed(34);
   // No dim of 3, the example batch (Note [The batch axis]).
-  auto lstm = std::make_shared<nn::LSTM>(5, 7, nn::RNNOptions{.batch_first = true});
+  auto lstm = std::make_shared<nn::LSTM>(5, 7, nn::RNNBaseOptions{.batch_first = true});
   Lambda m([lstm](const Tensor& x) { return std::get<0>(lstm->forward(x)); }, {{"lstm", lstm}});
   expect_runtime_agrees(m, [](std::int64_t n) { return randn({n, 4, 5}); });
 }
@@ -93,7 +93,7 @@ TEST_F(OnnxSequenceModels, TwoLayerBidirectionalLstm) {
   manual_seed(37);
   // batch_first: the dynamic axis is dim 0 of the inputs.
   auto lstm = std::make_shared<nn::LSTM>(
-      5, 7, nn::RNNOptions{.num_layers = 2, .batch_first = true, .bidirectional = true});
+      5, 7, nn::RNNBaseOptions{.num_layers = 2, .batch_first = true, .bidirectional = true});
   Lambda m([lstm](const Tensor& x) { return std::get<0>(lstm->forward(x)); }, {{"lstm", lstm}});
   expect_runtime_agrees(m, [](std::int64_t n) { return randn({n, 4, 5}); });
 }
