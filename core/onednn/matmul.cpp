@@ -86,7 +86,7 @@ bool takes(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (takes(out, a, b)) {
-    // Note [oneDNN's 32-bit sizes]: larger products go to Eigen before oneDNN sees them.
+    // Larger products go to Eigen before oneDNN sees them (Note [oneDNN's 32-bit sizes]).
     if (fits_int32(out) && fits_int32(a) && fits_int32(b) && run_matmul(out, a, b)) return;
     count_fallback();
   }

@@ -29,6 +29,8 @@ std::vector<fs::path> sources() {
     if (!fs::exists(kRoot / dir)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(kRoot / dir)) {
       const std::string ext = entry.path().extension().string();
+      // This file shows the style and builds messages from it: it defines and refers to nothing.
+      if (entry.path().filename() == "test_reading_path.cpp") continue;
       if (entry.is_regular_file() && (ext == ".h" || ext == ".cpp" || ext == ".cu" || ext == ".cuh" || ext == ".md")) {
         files.push_back(entry.path());
       }
@@ -45,7 +47,10 @@ std::vector<std::string> lines_of(const fs::path& file) {
 }
 
 std::string where(const fs::path& file, std::size_t line) {
-  return fs::relative(file, kRoot).string() + ":" + std::to_string(line + 1);
+  std::string at = fs::relative(file, kRoot).string();
+  at += ':';
+  at += std::to_string(line + 1);
+  return at;
 }
 
 TEST(ReadingPath, EveryReadNextNamesFilesThatExist) {
@@ -62,7 +67,8 @@ TEST(ReadingPath, EveryReadNextNamesFilesThatExist) {
       for (std::size_t j = i + 1; j < lines.size() && text.find_last_not_of(' ') != std::string::npos &&
                                   text[text.find_last_not_of(' ')] != '.' && lines[j].find("//") != std::string::npos;
            ++j) {
-        text += " " + lines[j].substr(lines[j].find("//") + 2);
+        text += ' ';
+        text.append(lines[j], lines[j].find("//") + 2);
       }
       for (auto it = std::sregex_iterator(text.begin(), text.end(), source_name); it != std::sregex_iterator(); ++it) {
         const std::string name = (*it)[1];

@@ -198,10 +198,10 @@ TEST_F(OneDnnRoute, ALayoutWithOnlyAReferenceKernelFallsBackAndIsCounted) {
   EXPECT_TRUE(tensors_near(library, a.contiguous().mm(b), 1e-5));
 }
 
-// Note [oneDNN's 32-bit sizes]: on the meta device, standing for the CPU as memory::plan runs
-// it, creating these primitives killed the process with SIGFPE inside oneDNN (issue 31:
-// memory::plan at batch 2^32, whose weight gradient is a product with K = 2^32). They take the
-// Eigen route now, counted.
+// Note [oneDNN's 32-bit sizes] in practice: on the meta device, standing for the CPU as
+// memory::plan runs it, creating these primitives killed the process with SIGFPE inside
+// oneDNN (issue 31: memory::plan at batch 2^32, whose weight gradient is a product with
+// K = 2^32). They take the Eigen route now, counted.
 TEST_F(OneDnnRoute, ShapesPastInt32TakeTheEigenRouteInsteadOfCrashingOneDnn) {
   const MetaStandsForGuard planning(DeviceType::CPU);
   const TensorOptions meta = TensorOptions().device(kMeta);
