@@ -21,7 +21,9 @@ class CrossEntropyLoss : public Module {
   explicit CrossEntropyLoss(CrossEntropyLossOptions options = {});
   using Module::forward;  // the one-input form stays visible (and says a loss needs a target)
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call_two_tensors(input, target, [this](const Tensor& i, const Tensor& t) { return forward(i, t); });
+  }
   const CrossEntropyLossOptions options;
   Tensor& weight;
 };
@@ -37,7 +39,9 @@ class NLLLoss : public Module {
   explicit NLLLoss(NLLLossOptions options = {});
   using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call_two_tensors(input, target, [this](const Tensor& i, const Tensor& t) { return forward(i, t); });
+  }
   const NLLLossOptions options;
   Tensor& weight;
 };
@@ -47,7 +51,9 @@ class MSELoss : public Module {
   explicit MSELoss(Reduction reduction = Reduction::Mean) : Module("MSELoss"), reduction(reduction) {}
   using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target) { return mse_loss(input, target, reduction); }
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call_two_tensors(input, target, [this](const Tensor& i, const Tensor& t) { return forward(i, t); });
+  }
   const Reduction reduction;
 };
 
@@ -56,7 +62,9 @@ class L1Loss : public Module {
   explicit L1Loss(Reduction reduction = Reduction::Mean) : Module("L1Loss"), reduction(reduction) {}
   using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target) { return l1_loss(input, target, reduction); }
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call_two_tensors(input, target, [this](const Tensor& i, const Tensor& t) { return forward(i, t); });
+  }
   const Reduction reduction;
 };
 
@@ -71,7 +79,9 @@ class BCEWithLogitsLoss : public Module {
   explicit BCEWithLogitsLoss(BCEWithLogitsLossOptions options = {});
   using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call_two_tensors(input, target, [this](const Tensor& i, const Tensor& t) { return forward(i, t); });
+  }
   const Reduction reduction;
   Tensor& weight;
   Tensor& pos_weight;

@@ -39,8 +39,8 @@ namespace kiln::nn {
 // module, containers included; code that calls forward() directly skips them, as in PyTorch.
 // A module with no hook pays one predictable branch on a null pointer per call. Modules whose
 // forward takes or returns several tensors (LSTM, MultiheadAttention, the Transformer's
-// layers) test has_hooks() in their own operator() and hand call_with_hooks their tensors as a
-// list. Implemented in nn/hooks.cpp.
+// layers, the cells, the losses' input and target) test has_hooks() in their own operator()
+// and hand call_with_hooks their tensors as a list. Implemented in nn/hooks.cpp.
 
 /// Named tensors in registration order: PyTorch's OrderedDict state_dict, with its habits.
 ///   StateDict sd = kiln::load("model.safetensors");
@@ -211,6 +211,15 @@ class Module {
   /// side, forward_fn, forward hooks, full backward hooks' output side. `args` and the result
   /// are the call's tensors in forward's parameter order (undefined where absent).
   TensorList call_with_hooks(TensorList args, const std::function<TensorList(const TensorList&)>& forward_fn);
+  /// operator() of a forward that takes two tensors and returns one (a loss's input and target,
+  /// a cell's input and state): `forward_fn(a, b)`, between the hooks when there are any.
+  template <class Forward>
+  Tensor call_two_tensors(const Tensor& a, const Tensor& b, const Forward& forward_fn) {
+    if (!hooks_) [[likely]] return forward_fn(a, b);
+    return call_with_hooks({a, b}, [&forward_fn](const TensorList& args) {
+      return TensorList{forward_fn(args[0], args[1])};
+    })[0];
+  }
 
  private:
   template <class List, class Hook>

@@ -243,12 +243,25 @@ std::tuple<Tensor, Tensor> RNN::call_hooked(const Tensor& input, const Tensor& h
   return {out[0], out[1]};
 }
 
+namespace {
+using HiddenAndCell = std::tuple<Tensor, Tensor>;
+
+/// An LSTM's or LSTM cell's (input, (h, c)) as hooks see it: (input, h, c), undefined where no
+/// state was given.
+TensorList hooked_lstm_args(const Tensor& input, const std::optional<HiddenAndCell>& hx) {
+  return hx ? TensorList{input, std::get<0>(*hx), std::get<1>(*hx)} : TensorList{input, {}, {}};
+}
+
+/// The (h, c) back from the hooks' list: none when neither was given.
+std::optional<HiddenAndCell> hooked_lstm_state(const TensorList& args) {
+  if (!args[1].defined() && !args[2].defined()) return std::nullopt;
+  return HiddenAndCell{args[1], args[2]};
+}
+}  // namespace
+
 LSTM::Output LSTM::call_hooked(const Tensor& input, const std::optional<State>& hx) {
-  const TensorList given = hx ? TensorList{input, std::get<0>(*hx), std::get<1>(*hx)} : TensorList{input, {}, {}};
-  const TensorList out = call_with_hooks(given, [this](const TensorList& args) {
-    std::optional<State> state;
-    if (args[1].defined() || args[2].defined()) state = State{args[1], args[2]};
-    const auto [output, final_state] = forward(args[0], state);
+  const TensorList out = call_with_hooks(hooked_lstm_args(input, hx), [this](const TensorList& args) {
+    const auto [output, final_state] = forward(args[0], hooked_lstm_state(args));
     return TensorList{output, std::get<0>(final_state), std::get<1>(final_state)};
   });
   return {out[0], {out[1], out[2]}};
@@ -263,6 +276,14 @@ std::tuple<Tensor, Tensor> GRU::call_hooked(const Tensor& input, const Tensor& h
 }
 
 // --- cells ----------------------------------------------------------------------------------------
+
+LSTMCell::State LSTMCell::call_hooked(const Tensor& input, const std::optional<State>& hx) {
+  const TensorList out = call_with_hooks(hooked_lstm_args(input, hx), [this](const TensorList& args) {
+    const auto [h, c] = forward(args[0], hooked_lstm_state(args));
+    return TensorList{h, c};
+  });
+  return {out[0], out[1]};
+}
 
 RNNCellBase::RNNCellBase(std::string type_name, std::int64_t input_size, std::int64_t hidden_size, bool bias,
                          std::int64_t gates)

@@ -156,7 +156,9 @@ class RNNCell : public RNNCellBase {
   Tensor forward(const Tensor& input, const Tensor& hx);
   Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
   using Module::operator();
-  Tensor operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
+  Tensor operator()(const Tensor& input, const Tensor& hx) {
+    return call_two_tensors(input, hx, [this](const Tensor& x, const Tensor& h) { return forward(x, h); });
+  }
   std::string extra_repr() const override;
   const std::string nonlinearity;
 };
@@ -169,8 +171,15 @@ class LSTMCell : public RNNCellBase {
   State forward(const Tensor& input, const std::optional<State>& hx = std::nullopt);
   State forward(const Tensor& input, const State& hx) { return forward(input, std::optional<State>(hx)); }
   /// forward, under PyTorch's call syntax: auto [h, c] = cell(x, {h, c});
-  State operator()(const Tensor& input, const std::optional<State>& hx = std::nullopt) { return forward(input, hx); }
-  State operator()(const Tensor& input, const State& hx) { return forward(input, hx); }
+  State operator()(const Tensor& input, const std::optional<State>& hx = std::nullopt) {
+    if (!has_hooks()) [[likely]] return forward(input, hx);
+    return call_hooked(input, hx);
+  }
+  State operator()(const Tensor& input, const State& hx) { return (*this)(input, std::optional<State>(hx)); }
+
+ private:
+  /// Hooks see (input, h_0, c_0) and (h_1, c_1). Note [Module calls].
+  State call_hooked(const Tensor& input, const std::optional<State>& hx);
 };
 
 class GRUCell : public RNNCellBase {
@@ -179,7 +188,9 @@ class GRUCell : public RNNCellBase {
   Tensor forward(const Tensor& input, const Tensor& hx);
   Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
   using Module::operator();
-  Tensor operator()(const Tensor& input, const Tensor& hx) { return forward(input, hx); }
+  Tensor operator()(const Tensor& input, const Tensor& hx) {
+    return call_two_tensors(input, hx, [this](const Tensor& x, const Tensor& h) { return forward(x, h); });
+  }
 };
 
 }  // namespace kiln::nn

@@ -263,6 +263,40 @@ TEST(ModuleHooks, ModulesWithSeveralTensorsShowThemAsFlatLists) {
   EXPECT_EQ(mha_calls, 1);
 }
 
+// Cells and losses are modules too, called with two tensors: their hooks see both, and a
+// backward hook on a cell gets the gradients of its input and its state.
+TEST(ModuleHooks, CellsAndLossesCalledWithTwoTensorsFireTheirHooks) {
+  manual_seed(0);
+  nn::GRUCell gru(3, 4);
+  nn::LSTMCell lstm(3, 4);
+  nn::CrossEntropyLoss loss;
+  std::vector<std::size_t> seen;  // args, then outputs, per forward hook call
+  auto record = [&seen](nn::Module&, const TensorList& args, const TensorList& out) {
+    seen.push_back(args.size());
+    seen.push_back(out.size());
+  };
+  gru.register_forward_hook(record);
+  lstm.register_forward_hook(record);
+  TensorList gru_grad_input;
+  gru.register_full_backward_hook([&](nn::Module&, const TensorList& grad_input, const TensorList&) {
+    gru_grad_input = grad_input;
+  });
+  Tensor target_seen;
+  loss.register_forward_pre_hook([&](nn::Module&, const TensorList& args) { target_seen = args[1]; });
+
+  const Tensor x = randn({2, 3}).requires_grad_(), h = randn({2, 4}).requires_grad_();
+  const Tensor h1 = gru(x, h);
+  const auto [h2, c2] = lstm(randn({2, 3}), {h1, h1});  // x and h reach the loss only through the GRU cell
+  const Tensor target = randint(0, 4, {2});
+  loss(h2 + c2, target).backward();
+
+  EXPECT_EQ(seen, (std::vector<std::size_t>{2, 1, 3, 2}));  // GRUCell (x, h) -> h'; LSTMCell (x, h, c) -> (h', c')
+  EXPECT_TRUE(target_seen.equal(target));
+  ASSERT_EQ(gru_grad_input.size(), 2u);
+  EXPECT_EQ(values(gru_grad_input[0]), values(x.grad()));
+  EXPECT_EQ(values(gru_grad_input[1]), values(h.grad()));
+}
+
 TEST(ModuleHooks, TransformerLayersFireInsideTheEncoder) {
   manual_seed(0);
   nn::TransformerEncoder encoder(nn::TransformerEncoderLayerOptions{.d_model = 8, .nhead = 2, .dim_feedforward = 16},
