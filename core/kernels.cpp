@@ -23,7 +23,9 @@ const BackendKernels& registered_kernels(DeviceType type) {
 }
 
 const BackendKernels& kernels_for(DeviceType type) {
-  if (type != DeviceType::Meta) profiler::note_route(type == DeviceType::CUDA ? profiler::Route::Cuda : profiler::Route::Eigen);
+  if (profiler::Observer* p = profiler::observer(); p != nullptr && type != DeviceType::Meta) [[unlikely]] {
+    p->route(type == DeviceType::CUDA ? profiler::Route::Cuda : profiler::Route::Eigen);
+  }
   if (capture::Observer* o = capture::observer()) {
     if (const BackendKernels* recording = o->kernels(type)) return *recording;
   }

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "core/meta_allocations.h"
+#include "nn/training_mode_guard.h"
 
 namespace kiln::memory {
 
@@ -378,23 +379,6 @@ MemoryPlan replay(Recorder& recorder, const PlanOptions& options) {
   return result;
 }
 
-/// Restores the training mode of every module, as it was.
-class ModeGuard {
- public:
-  ModeGuard(nn::Module& model, bool train) {
-    for (nn::Module* m : model.modules()) modes_.emplace_back(m, m->is_training());
-    model.train(train);
-  }
-  ~ModeGuard() {
-    for (auto& [m, on] : modes_) m->train(on);
-  }
-  ModeGuard(const ModeGuard&) = delete;
-  ModeGuard& operator=(const ModeGuard&) = delete;
-
- private:
-  std::vector<std::pair<nn::Module*, bool>> modes_;
-};
-
 /// Runs the model on the meta twins while alive; puts its own tensors back after.
 class SwappedTensors {
  public:
@@ -467,7 +451,7 @@ MemoryPlan plan(nn::Module& model, const TensorSpec& input, const TensorSpec& ta
           twins.insert(name, empty(b.sizes(), TensorOptions().dtype(b.dtype()).device(kMeta)));
         }
         SwappedTensors swapped(model, twins);
-        ModeGuard mode(model, options.train);
+        nn::TrainingModeGuard mode(model, options.train);
         std::unique_ptr<optim::Optimizer> optimizer;
         if (options.train) {
           optimizer = make_optimizer(model.parameters());

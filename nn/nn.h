@@ -14,4 +14,5 @@
 #include "nn/normalization.h"
 #include "nn/rnn.h"
 #include "nn/serialize.h"
+#include "nn/training_mode_guard.h"
 #include "nn/transformer.h"

@@ -235,14 +235,6 @@ std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
 }
 
 // Hooks see the tensors of a call flattened, in forward's order (Note [Module calls]).
-std::tuple<Tensor, Tensor> RNN::call_hooked(const Tensor& input, const Tensor& hx) {
-  const TensorList out = call_with_hooks({input, hx}, [this](const TensorList& args) {
-    const auto [output, h_n] = forward(args[0], args[1]);
-    return TensorList{output, h_n};
-  });
-  return {out[0], out[1]};
-}
-
 namespace {
 using HiddenAndCell = std::tuple<Tensor, Tensor>;
 
@@ -265,14 +257,6 @@ LSTM::Output LSTM::call_hooked(const Tensor& input, const std::optional<State>& 
     return TensorList{output, std::get<0>(final_state), std::get<1>(final_state)};
   });
   return {out[0], {out[1], out[2]}};
-}
-
-std::tuple<Tensor, Tensor> GRU::call_hooked(const Tensor& input, const Tensor& hx) {
-  const TensorList out = call_with_hooks({input, hx}, [this](const TensorList& args) {
-    const auto [output, h_n] = forward(args[0], args[1]);
-    return TensorList{output, h_n};
-  });
-  return {out[0], out[1]};
 }
 
 // --- cells ----------------------------------------------------------------------------------------

@@ -66,6 +66,17 @@ class RNNBase : public Module {
   /// `given` (or zeros) as [layers * directions, batch, hidden], checked against `input`.
   Tensor initial_state(const Tensor& given, const Tensor& input, bool unbatched, const char* what) const;
   std::int64_t directions() const { return options.bidirectional ? 2 : 1; }
+  /// RNN's and GRU's call, (input, h_0) -> (output, h_n): `forward_fn` between the hooks when
+  /// there are any (Note [Module calls]).
+  template <class Forward>
+  std::tuple<Tensor, Tensor> call_output_and_state(const Tensor& input, const Tensor& hx, const Forward& forward_fn) {
+    if (!has_hooks()) [[likely]] return forward_fn(input, hx);
+    const TensorList out = call_with_hooks({input, hx}, [&forward_fn](const TensorList& args) {
+      const auto [output, h_n] = forward_fn(args[0], args[1]);
+      return TensorList{output, h_n};
+    });
+    return {out[0], out[1]};
+  }
 
  private:
   std::vector<std::string> names_;
@@ -80,12 +91,8 @@ class RNN : public RNNBase {
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
   /// forward, under PyTorch's call syntax: auto [output, h_n] = rnn(x);
   std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) {
-    if (!has_hooks()) [[likely]] return forward(input, hx);
-    return call_hooked(input, hx);
+    return call_output_and_state(input, hx, [this](const Tensor& x, const Tensor& h) { return forward(x, h); });
   }
-
- private:
-  std::tuple<Tensor, Tensor> call_hooked(const Tensor& input, const Tensor& hx);  // Note [Module calls]
 };
 
 /// LSTM: output, and (h_n, c_n).
@@ -119,12 +126,8 @@ class GRU : public RNNBase {
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
   /// forward, under PyTorch's call syntax: auto [output, h_n] = gru(x);
   std::tuple<Tensor, Tensor> operator()(const Tensor& input, const Tensor& hx = {}) {
-    if (!has_hooks()) [[likely]] return forward(input, hx);
-    return call_hooked(input, hx);
+    return call_output_and_state(input, hx, [this](const Tensor& x, const Tensor& h) { return forward(x, h); });
   }
-
- private:
-  std::tuple<Tensor, Tensor> call_hooked(const Tensor& input, const Tensor& hx);  // Note [Module calls]
 };
 
 /// What the three cells share: weight_ih [G*hidden, input], weight_hh [G*hidden, hidden],

@@ -12,25 +12,13 @@
 #include "compile/capture.h"
 #include "core/backends.h"
 #include "core/error.h"
+#include "nn/training_mode_guard.h"
 #include "onnx/graph_builder.h"
 #include "onnx/kernel_export.h"
 
 namespace kiln::onnx {
 
 namespace {
-
-/// Puts a module in eval mode for its lifetime, then back in the mode it was in.
-class EvalMode {
- public:
-  explicit EvalMode(nn::Module& m) : module_(m), was_training_(m.is_training()) { module_.eval(); }
-  ~EvalMode() { module_.train(was_training_); }
-  EvalMode(const EvalMode&) = delete;
-  EvalMode& operator=(const EvalMode&) = delete;
-
- private:
-  nn::Module& module_;
-  bool was_training_;
-};
 
 std::string name_or(const std::vector<std::string>& names, std::size_t i, const char* prefix) {
   return i < names.size() ? names[i] : prefix + std::to_string(i);
@@ -63,7 +51,7 @@ ExportReport export_function(const Forward& forward, nn::Module& module, const s
   compiler::Capture capture;
   std::vector<Tensor> outputs;
   {
-    EvalMode eval(module);
+    nn::TrainingModeGuard eval(module, false);
     NoGradGuard no_grad;
     // One conv2d.forward kernel per convolution, not unfold + GEMM (core/backends.h).
     backends::OpKernelsGuard op_kernels(DeviceType::CPU, true);

@@ -10,6 +10,7 @@
 
 #include "core/creation.h"
 #include "core/error.h"
+#include "core/shape.h"
 
 namespace kiln::onnx {
 
@@ -61,23 +62,6 @@ std::int64_t product(const std::vector<std::int64_t>& v, std::size_t from = 0,
   const auto first = v.begin() + static_cast<std::ptrdiff_t>(std::min(from, v.size()));
   const auto last = v.begin() + static_cast<std::ptrdiff_t>(std::min(to, v.size()));
   return std::accumulate(first, std::max(first, last), std::int64_t{1}, std::multiplies<>());
-}
-
-/// True when the dims of size > 1 have row-major strides (sizes-1 dims' strides do not matter).
-bool contiguous(const Layout& l) {
-  std::int64_t expected = 1;
-  for (std::size_t i = l.sizes.size(); i-- > 0;) {
-    if (l.sizes[i] == 1) continue;
-    if (l.strides[i] != expected) return false;
-    expected *= l.sizes[i];
-  }
-  return true;
-}
-
-std::string join(const std::vector<std::int64_t>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
 }
 
 void describe(::onnx::ValueInfoProto& info, const std::string& name, DType dtype, const std::vector<std::int64_t>& sizes, int batch_dim,
@@ -343,7 +327,8 @@ Value GraphBuilder::reshape(const Value& v, const std::vector<std::int64_t>& siz
       leading *= sizes[j];
       if (leading < covered) continue;
       KILN_CHECK_NOT_IMPLEMENTED(leading % covered == 0 && outer % before == 0, "onnx export: a reshape from ",
-                                 join(v.sizes), " to ", join(sizes), " splits the batch axis, which cannot stay dynamic");
+                                 IntArrayRef(v.sizes), " to ", IntArrayRef(sizes),
+                                 " splits the batch axis, which cannot stay dynamic");
       shape[j] = -1;
       batch_dim = static_cast<int>(j);
       within = outer / before;
@@ -440,8 +425,8 @@ void GraphBuilder::split_batch(const Value& v, std::vector<std::int64_t>& parent
 Value GraphBuilder::view(const Held& held, const Layout& read, bool broadcasts) {
   const Layout& base = held.layout;
   if (read == base) return held.value;
-  KILN_CHECK_NOT_IMPLEMENTED(contiguous(base), "onnx export: a kernel reads a view of the non-contiguous value ",
-                             held.value.name);
+  KILN_CHECK_NOT_IMPLEMENTED(compute_is_contiguous(base.sizes, base.strides),
+                             "onnx export: a kernel reads a view of the non-contiguous value ", held.value.name);
   // Stride-0 dims: the view without them, expanded (Note [Views from strides]).
   Layout r = read;
   bool expanded = false;
@@ -457,11 +442,14 @@ Value GraphBuilder::view(const Held& held, const Layout& read, bool broadcasts) 
 
   const std::int64_t numel = product(base.sizes);
   const std::int64_t offset = r.offset - base.offset;
-  if (offset == 0 && product(r.sizes) == numel && contiguous(r)) return reshape(held.value, r.sizes);
+  if (offset == 0 && product(r.sizes) == numel && compute_is_contiguous(r.sizes, r.strides)) {
+    return reshape(held.value, r.sizes);
+  }
 
-  const std::string refused = "onnx export: a kernel reads " + held.value.name + " " + join(base.sizes) +
-                              " through a view (sizes " + join(r.sizes) + ", strides " + join(r.strides) +
-                              ", offset " + std::to_string(offset) + ") that has no ONNX export";
+  const std::string refused = detail::str_cat("onnx export: a kernel reads ", held.value.name, " ",
+                                              IntArrayRef(base.sizes), " through a view (sizes ", IntArrayRef(r.sizes),
+                                              ", strides ", IntArrayRef(r.strides), ", offset ", offset,
+                                              ") that has no ONNX export");
   // The view's dims of size > 1 by decreasing stride, and the box they cut from the buffer.
   std::vector<std::size_t> dims;
   for (std::size_t d = 0; d < r.sizes.size(); ++d) {

@@ -64,8 +64,6 @@ double tick_step(double span, int target) {
   return 10.0 * power;
 }
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
 /// The step drawn: [begin, end) in ns, and the depth of its own top-level events.
 struct Window {
   std::int64_t begin = 0;
@@ -79,7 +77,7 @@ Window pick_window(const std::vector<Event>& events) {
   Window w;
   for (std::size_t i = 0; i < events.size(); ++i) {
     const Event& e = events[i];
-    if (e.kind == EventKind::Region && starts_with(e.name, "ProfilerStep#")) {
+    if (e.kind == EventKind::Region && e.name.starts_with("ProfilerStep#")) {
       return {.begin = e.start_ns, .end = std::max(e.end_ns, e.start_ns + 1), .base_depth = e.depth + 1,
               .span = static_cast<int>(i), .title = e.name};
     }
@@ -103,7 +101,7 @@ Lane lane_of(const Event& top_level) {
     case EventKind::Op: return Lane::Forward;
     case EventKind::BackwardNode: return Lane::Backward;
     case EventKind::Region:
-      return starts_with(top_level.name, "optimizer.") || starts_with(top_level.name, "GradScaler.")
+      return top_level.name.starts_with("optimizer.") || top_level.name.starts_with("GradScaler.")
                  ? Lane::Optimizer
                  : Lane::Forward;
   }

@@ -7,9 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "support/test_util.h"
 
@@ -35,13 +33,6 @@ fs::path test_folder() {
   fs::path folder = fs::current_path() / "onnx_files" / (std::string(info->test_suite_name()) + "." + info->name());
   fs::create_directories(folder);
   return folder;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -85,7 +76,7 @@ std::vector<std::vector<Tensor>> run_in_onnx_runtime(const std::string& path,
   const fs::path errors = folder / "runtime_errors.txt";
   command += " 2> '" + errors.string() + "'";
   const int status = std::system(command.c_str());
-  KILN_CHECK(status == 0, "ONNX Runtime failed on ", path, ":\n", read_file(errors));
+  KILN_CHECK(status == 0, "ONNX Runtime failed on ", path, ":\n", read_text(errors));
   std::vector<std::vector<Tensor>> results(runs.size());
   for (std::size_t r = 0; r < runs.size(); ++r) {
     for (int o = 0; o < 4; ++o) {

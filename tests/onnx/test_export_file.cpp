@@ -97,8 +97,10 @@ TEST(OnnxFile, TheCnnExportsInUnderASecond) {
 TEST(OnnxFile, TheModuleKeepsItsTrainingMode) {
   examples::Mlp mlp;
   mlp.train();
+  mlp.fc1->eval();  // a layer the caller froze stays frozen
   onnx::export_model(mlp, {randn({2, 784})}, file_for("mode"));
   EXPECT_TRUE(mlp.is_training());
+  EXPECT_FALSE(mlp.fc1->is_training());
 }
 
 TEST(OnnxErrors, AKernelWithoutExportIsNamed) {

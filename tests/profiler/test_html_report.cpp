@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -16,11 +15,13 @@
 
 #include "profiler/profiled_models.h"
 #include "profiler/profiler.h"
+#include "support/test_util.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using kiln::testing::read_text;
 using profiler::Event;
 using profiler::EventKind;
 using profiler::Lane;
@@ -39,13 +40,6 @@ profiler::Profile& profiled_cnn_step(profiler::Profile& prof) {
   return prof;
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 fs::path fresh_dir(const char* name) {
   const fs::path dir = fs::temp_directory_path() / name;
   fs::remove_all(dir);
@@ -58,7 +52,7 @@ TEST(ProfilerHtml, ThePageIsSelfContainedAndNamesTheStepsOps) {
   profiled_cnn_step(prof);
   const fs::path dir = fresh_dir("kiln_html_report");
   prof.export_html((dir / "step.html").string());
-  const std::string page = read_file(dir / "step.html");
+  const std::string page = read_text(dir / "step.html");
   ASSERT_FALSE(page.empty());
   // Nothing is fetched: no script, stylesheet link, image source or imported style.
   for (const char* fetch : {"<script", "<link", "src=", "@import", "url("}) {
@@ -150,9 +144,9 @@ TEST(ProfilerHtml, ChromiumDrawsTheLanesInTimeOrderAboveTheMemoryCurve) {
                               " --user-data-dir='" + (dir / "profile").string() + "' --window-size=1240,900"
                               " --screenshot='" + png.string() + "' 'file://" + html.string() + "' > '" +
                               (dir / "chromium.log").string() + "' 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command << "\n" << read_file(dir / "chromium.log");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command << "\n" << read_text(dir / "chromium.log");
   const Image image = read_png(png);
-  ASSERT_GT(image.width, 1000) << read_file(dir / "chromium.log");
+  ASSERT_GT(image.width, 1000) << read_text(dir / "chromium.log");
 
   const Box forward = pixels_of(image, profiler::lane_colour(Lane::Forward));
   const Box backward = pixels_of(image, profiler::lane_colour(Lane::Backward));

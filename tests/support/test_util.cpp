@@ -2,6 +2,7 @@
 #include "support/test_util.h"
 
 #include <cmath>
+#include <fstream>
 #include <sstream>
 
 namespace kiln::testing {
@@ -11,6 +12,13 @@ std::vector<double> values(const Tensor& t) {
   const Tensor c = t.detach().to(kCPU).to(kFloat64).contiguous();
   const double* p = c.data_ptr<double>();
   return std::vector<double>(p, p + c.numel());
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 std::shared_ptr<data::TensorDataset> numbers(std::int64_t n) {

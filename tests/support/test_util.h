@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ std::vector<double> values(const Tensor& t);
 /// A dataset of n examples whose data ([1] Float32) and target (Int64) are both i: batches
 /// show at a glance which examples they hold and in what order.
 std::shared_ptr<data::TensorDataset> numbers(std::int64_t n);
+
+/// The whole text of a file ("" when it cannot be read): a log, a page a test wrote.
+std::string read_text(const std::filesystem::path& path);
 
 /// The message of the kiln::Error `fn` throws (fails the test if it throws nothing).
 template <class E = Error, class Fn>
