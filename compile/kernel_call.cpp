@@ -38,6 +38,7 @@ const char* family_name(KernelFamily f) {
     case KernelFamily::ConvBackwardWeight: return "conv2d.backward_weight";
     case KernelFamily::ConvBackwardWeightBias: return "conv2d.backward_weight_bias";
     case KernelFamily::ConvBackwardWeightBiasThroughMaxPool: return "conv2d.backward_weight_bias_through_max_pool";
+    case KernelFamily::ConvBackwardThroughMaxPool: return "conv2d.backward_through_max_pool";
     case KernelFamily::BatchNormForward: return "batch_norm.forward";
     case KernelFamily::BatchNormBackward: return "batch_norm.backward";
     case KernelFamily::PoolForward: return "pool2d.forward";
@@ -97,6 +98,7 @@ Effects effects_of(KernelFamily f) {
     case KernelFamily::ConvBackwardWeightBias: return {bits({0, 1}), 0};
     case KernelFamily::ConvForwardReluMaxPool: return {bits({0, 1}), 0};
     case KernelFamily::ConvBackwardWeightBiasThroughMaxPool: return {bits({0, 1}), 0};
+    case KernelFamily::ConvBackwardThroughMaxPool: return {bits({0, 1, 2}), 0};
     case KernelFamily::BatchNormForward: return {bits({0, 1, 2, 6, 7}), bits({6, 7})};  // running stats move
     case KernelFamily::BatchNormBackward: return {bits({0, 1, 2}), 0};
     case KernelFamily::LstmCellForward: return {bits({0, 1, 2}), 0};

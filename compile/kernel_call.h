@@ -28,7 +28,7 @@ enum class KernelFamily : std::uint8_t {
   Unary, Binary, Reduce, Where, Copy, Fill, Arange, ArgReduce, VarMean, Bmm, BmmBias, Cat, IndexSelect, IndexAdd,
   Gather, Scatter, Im2Col, Col2Im, MaxPool, MaxPoolBackward, MaxPoolBackwardRelu, ConvForward, ConvForwardRelu,
   ConvForwardReluMaxPool, ConvBackwardInput, ConvBackwardWeight, ConvBackwardWeightBias,
-  ConvBackwardWeightBiasThroughMaxPool,
+  ConvBackwardWeightBiasThroughMaxPool, ConvBackwardThroughMaxPool,
   BatchNormForward, BatchNormBackward, PoolForward, PoolBackward, LstmCellForward, LstmCellBackward,
   SoftmaxForward, SoftmaxBackward, LayerNormForward, LayerNormBackward, Random, Adam, Sgd, Unscale,
   Fused,  // made by a pass (compile/passes/)

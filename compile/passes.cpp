@@ -10,17 +10,21 @@ namespace kiln::compiler {
 
 const std::vector<Pass>& all_passes() {
   static const std::vector<Pass> passes = {
-      {"fuse_conv_relu", &fuse_conv_relu, "conv2d.forward + relu as one kernel (oneDNN's post-op)"},
+      {"fuse_conv_relu", &fuse_conv_relu, "conv2d.forward + relu as one kernel (relu as the thin kernel stores its rows)"},
       {"fuse_pool_relu_backward", &fuse_pool_relu_backward,
        "max_pool2d_backward + threshold_backward as one kernel, masked on the pooled values"},
       {"fuse_conv_pool", &fuse_conv_pool,
-       "conv2d.forward_relu + a 2x2 max pool as one kernel (a thin first layer's rows pooled as they are made)"},
-      {"fuse_linear", &fuse_linear, "bmm + bias add [+ relu] as one kernel (oneDNN's bias and post-op)"},
+       "conv2d.forward_relu + a max pool as one kernel (a thin layer's rows pooled as they are made, a oneDNN "
+       "layer's blocked output pooled where it lies)"},
+      {"fuse_linear", &fuse_linear, "bmm + bias add [+ relu] as one kernel (oneDNN's bias, relu while in cache)"},
       {"fuse_conv_bias_backward", &fuse_conv_bias_backward,
        "conv2d.backward_weight + the bias gradient's sum as one kernel (oneDNN's diff_bias; sums in its own order)"},
       {"fuse_unpool_weight_gradient", &fuse_unpool_weight_gradient,
        "max_pool2d_backward_relu + a thin layer's weight and bias gradients as one kernel (each plane unpooled as "
        "it is read)"},
+      {"fuse_unpool_conv_backward", &fuse_unpool_conv_backward,
+       "max_pool2d_backward_relu + a oneDNN convolution's two backward passes as one kernel (the gradient "
+       "unpooled into the primitives' blocked layout)"},
       {"plan_memory", &plan_memory, "every temporary in one arena: a replay allocates nothing"},
   };
   return passes;

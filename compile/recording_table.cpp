@@ -107,6 +107,8 @@ BackendKernels build() {
       t.conv2d.forward_relu_max_pool);
   wrap<Grouped<&K::conv2d, &ConvKernels::backward_weight_bias_through_max_pool,
                F::ConvBackwardWeightBiasThroughMaxPool>>(t.conv2d.backward_weight_bias_through_max_pool);
+  wrap<Grouped<&K::conv2d, &ConvKernels::backward_through_max_pool, F::ConvBackwardThroughMaxPool>>(
+      t.conv2d.backward_through_max_pool);
   wrap<Grouped<&K::batch_norm, &BatchNormKernels::forward, F::BatchNormForward>>(t.batch_norm.forward);
   wrap<Grouped<&K::batch_norm, &BatchNormKernels::backward, F::BatchNormBackward>>(t.batch_norm.backward);
   wrap<Grouped<&K::pool2d, &PoolKernels::forward, F::PoolForward>>(t.pool2d.forward);
@@ -125,11 +127,11 @@ BackendKernels build() {
 }
 
 // A kernel added to BackendKernels must be recorded above too (and named in KernelFamily):
-// this tripwire counts the table's pointers — the three op arrays, 18 single kernels, 17 in
+// this tripwire counts the table's pointers — the three op arrays, 18 single kernels, 18 in
 // the six groups, 4 after the route flags — and the flags' bytes, padded to a pointer.
 constexpr std::size_t kPointers = static_cast<std::size_t>(UnaryOp::kCount) +
                                   static_cast<std::size_t>(BinaryOp::kCount) +
-                                  static_cast<std::size_t>(ReduceOp::kCount) + 18 + 17 + 4;
+                                  static_cast<std::size_t>(ReduceOp::kCount) + 18 + 18 + 4;
 constexpr std::size_t kFlagBytes = (static_cast<std::size_t>(backends::OpFamily::kCount) + sizeof(void*) - 1) /
                                    sizeof(void*) * sizeof(void*);
 static_assert(sizeof(BackendKernels) == kPointers * sizeof(void*) + kFlagBytes,

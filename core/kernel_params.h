@@ -18,6 +18,16 @@ struct Im2ColGeometry {
   std::int64_t out_h = 0, out_w = 0;
 };
 
+/// Where a [N, C, H, W] tensor's elements lie when its channels come in blocks of `block`
+/// lanes, innermost (oneDNN's nChw16c and nChw8c, the layouts its convolutions prefer):
+/// element (n, c, h, w) is at n * stride_n + (c / block) * stride_block + h * stride_h +
+/// w * stride_w + c % block. The last block is padded to `block` lanes; `elements` counts the
+/// whole buffer, padding included. Only compiled steps' fused kernels see such a buffer (Note
+/// [A convolution's blocked output pooled where it lies] in core/cpu/pool.cpp).
+struct ChannelBlockedLayout {
+  std::int64_t block = 0, stride_n = 0, stride_block = 0, stride_h = 0, stride_w = 0, elements = 0;
+};
+
 /// Which pooling a PoolKernels call computes; the averages differ in the divisor at the
 /// borders: the whole window, or only its elements inside the input.
 enum class PoolMode : std::uint8_t { Max, AverageCountingPadding, AverageSkippingPadding };

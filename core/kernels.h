@@ -44,8 +44,8 @@ using ArgReduceKernel = void (*)(const Tensor& values, const Tensor& indices, co
 // out[b] = a[b] @ c[b] for 3-d a [B, M, K], c [B, K, N]; out contiguous [B, M, N].
 // Batch strides may be 0 (a broadcast operand).
 using BmmKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& c);
-// out = a @ c + bias, then relu when `relu` (linear's forward in one kernel: oneDNN's bias and
-// eltwise post-op); bias [N] broadcasts over out's rows. A fused kernel for compiled steps
+// out = a @ c + bias, then relu when `relu` (linear's forward in one kernel: oneDNN's bias, and
+// Kiln's relu over the result while it is in cache); bias [N] broadcasts over out's rows. A fused kernel for compiled steps
 // (compile/passes/); optional.
 using BmmBiasKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& c, const Tensor& bias, bool relu);
 // out is contiguous; inputs share out's dtype and all dims but `dim`.
@@ -105,11 +105,16 @@ struct ConvKernels {
   using ForwardReluMaxPool = void (*)(const Tensor& values, const Tensor& indices, const Tensor& input,
                                       const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                       const Im2ColGeometry& pool, std::int64_t groups);
+  using BackwardThroughMaxPool = void (*)(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                          const Tensor& grad_pooled, const Tensor& indices, const Tensor& values,
+                                          const Tensor& weight, const Tensor& input, const Im2ColGeometry& g,
+                                          std::int64_t groups);
   Forward forward = nullptr;
   BackwardInput backward_input = nullptr;
   BackwardWeight backward_weight = nullptr;
-  /// The forward with relu applied to its output as it is written (oneDNN's eltwise post-op):
-  /// one pass instead of two. A fused kernel for compiled steps (compile/passes/); optional.
+  /// The forward with relu applied to its output (as the thin kernel stores each row; after
+  /// oneDNN's primitive, whose own relu drops NaN). A fused kernel for compiled steps
+  /// (compile/passes/); optional.
   Forward forward_relu = nullptr;
   /// The weight gradient and the bias gradient (grad_output summed over N, H and W into a
   /// contiguous [1, O, 1, 1]) from one read of grad_output (oneDNN's diff_bias). A fused kernel
@@ -125,6 +130,11 @@ struct ConvKernels {
   /// plane where the weight gradient reads it, the unpooled gradient never stored (Note [A thin
   /// layer's weight gradient read through its pool]). A fused kernel; optional.
   BackwardWeightBiasThroughMaxPool backward_weight_bias_through_max_pool = nullptr;
+  /// backward_input and backward_weight_bias of the gradient max_pool2d_backward_relu makes from
+  /// grad_pooled, indices and values: on oneDNN's route the gradient is unpooled straight into
+  /// the layout both primitives read (Note [A convolution's blocked output pooled where it lies]
+  /// in core/cpu/pool.cpp). A fused kernel for compiled steps; optional.
+  BackwardThroughMaxPool backward_through_max_pool = nullptr;
 };
 // Training-mode batch normalisation: input [N, C, *] contiguous; weight, bias and the statistics [C] in the statistics dtype (input's,
 // or Float32 for Float16/BFloat16 inputs, as cuDNN wants); save_mean

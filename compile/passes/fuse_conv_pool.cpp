@@ -1,8 +1,10 @@
-// compile/passes/fuse_conv_pool.cpp — a thin first layer's convolution (with its relu) and the
-// 2x2 max pool after it become one kernel that pools each pair of rows as it makes them. See
-// Note [A thin convolution pooled as it is made].
+// compile/passes/fuse_conv_pool.cpp — a convolution (with its relu) and the max pool after it
+// become one kernel: a thin first layer pools each pair of rows as it makes them, a oneDNN
+// layer pools its blocked output without reordering it. See Note [A thin convolution pooled as
+// it is made].
 #include "compile/passes.h"
 #include "compile/storage_uses.h"
+#include "core/backends.h"
 #include "core/cpu/cpu_kernels.h"
 
 namespace kiln::compiler {
@@ -16,9 +18,12 @@ namespace kiln::compiler {
 // Kiln's thin kernel makes its output row by row in registers, so it can pool each pair of rows
 // as soon as both exist (ConvKernels::forward_relu_max_pool) and A is never written. The pass
 // fuses the two when:
-//  - the convolution is thin (core/cpu/conv_thin.cpp makes its rows; oneDNN's convolutions
-//    write whole blocked tensors, and for them the pair would only move A into scratch memory)
-//    and the pool is 2x2 with stride 2, no padding or dilation (thin_conv2d_pools_rows);
+//  - the convolution is thin (core/cpu/conv_thin.cpp makes its rows) and the pool is 2x2 with
+//    stride 2, no padding or dilation (thin_conv2d_pools_rows); or the convolution is on
+//    oneDNN's route, whose primitive writes A in channel blocks: there the fused kernel keeps A
+//    in that layout, in scratch memory, and pools it where it lies instead of reordering it to
+//    NCHW for the pool to read back (Note [A convolution's blocked output pooled where it lies]
+//    in core/cpu/pool.cpp; a layout or shape oneDNN does not serve gets the pair, A in scratch);
 //  - A is written by the convolution alone, read by the pool alone, whole, and not pinned;
 //  - nothing between the two touches V or I, whose writes move up to the convolution's place.
 // Exactness: each output is the same sum, relu'd and rounded to the dtype as it would have been
@@ -49,7 +54,8 @@ void fuse_conv_pool(Graph& g) {
     const auto* call = dynamic_cast<const ConvCall*>(conv.call.get());
     if (call == nullptr) continue;
     const auto& [out, input, weight, bias, geometry, groups] = call->arguments();
-    if (!cpu::conv2d_is_thin(input, weight, groups) || !covers_storage(out)) continue;
+    const bool thin = cpu::conv2d_is_thin(input, weight, groups);
+    if (!(thin || backends::onednn_is_available()) || !covers_storage(out)) continue;
     const StorageUses& a = uses[storage_of(out)];
     if (a.pinned || a.writes.size() != 1 || a.reads.size() != 1 || a.reads.front() <= n) continue;
     const std::size_t m = a.reads.front();
@@ -62,7 +68,7 @@ void fuse_conv_pool(Graph& g) {
                                   pooled.sizes() == out.sizes())) {
       continue;
     }
-    if (!cpu::thin_conv2d_pools_rows(pool_geometry) || touched_between(uses[storage_of(values)], n, m) ||
+    if ((thin && !cpu::thin_conv2d_pools_rows(pool_geometry)) || touched_between(uses[storage_of(values)], n, m) ||
         touched_between(uses[storage_of(indices)], n, m)) {
       continue;
     }

@@ -8,17 +8,20 @@ namespace kiln::compiler {
 // Note [Convolution and relu in one pass]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Eagerly, conv2d writes its output (12.8 MB for train_cnn's first layer at batch 128), then
-// relu reads it all back and writes a second tensor of the same size. oneDNN can apply relu as
-// an eltwise post-op while each output block is still in registers, and Kiln's thin kernel as
-// it stores each row (ConvKernels::forward_relu), so the pair is one pass and the convolution's
-// own output never exists. The pass fuses `A = conv2d.forward(x, w, b); B = relu(A)` when:
+// relu reads it all back and writes a second tensor of the same size. Kiln's thin kernel applies
+// relu as it stores each row (ConvKernels::forward_relu), so the pair is one pass and the
+// convolution's own output never exists. oneDNN could apply relu as a post-op, but its relu
+// turns NaN into 0 (Note [oneDNN's relu drops NaN] in core/onednn/runtime.h), so on its route
+// the fused kernel applies Kiln's relu in place after the convolution: one tensor instead of
+// two, the same passes; what pays there is the next fusion, fuse_conv_pool, which reads the
+// convolution's blocked output once and applies relu as it reads. The pass fuses
+// `A = conv2d.forward(x, w, b); B = relu(A)` when:
 //  - relu reads all of A and nothing else reads A, A is written only by the convolution, and A
 //    is not pinned (an output, a region's read, a gradient);
 //  - nothing between the two touches B, whose write moves up to the convolution's place.
 // relu's backward reads B (threshold_backward(grad, B)), never A, so autograd never saved A.
 // Exactness: the convolution computes the same sums; relu(v) is the same function of v either
-// way (negatives to zero, NaN kept). oneDNN's relu writes -0 where Kiln's writes +0 for a
-// negative input; the two compare equal, and every later kernel treats them alike.
+// way (Kiln's: negatives to zero, NaN kept), so B is the pair's bit for bit.
 
 namespace {
 

@@ -8,8 +8,10 @@ namespace kiln::compiler {
 // Note [Linear in one kernel]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // nn::Linear runs `O = bmm(x, wᵀ); Y = O + bias`, and an MLP then `Z = relu(Y)`: three kernels
-// and two extra passes over the activations. oneDNN's matmul adds a bias and applies relu as
-// it writes each output block (BmmBiasKernel), so the pass makes one call of
+// and two extra passes over the activations. oneDNN's matmul adds a bias as it writes each
+// output block (BmmBiasKernel); relu is then Kiln's, over the result while it is still in cache
+// (oneDNN's relu post-op turns NaN into 0: Note [oneDNN's relu drops NaN] in
+// core/onednn/runtime.h). So the pass makes one call of
 // `O = bmm(x, wᵀ)` + `Y = add(O, bias)` [+ `Z = relu(Y)`] when:
 //  - O is written by the product alone and read by the add alone, and the add reads the whole
 //    of O (a [B, N] view of the product's [1, B, N]) and a contiguous bias [N];

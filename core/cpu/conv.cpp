@@ -111,4 +111,18 @@ void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weig
   kernels.conv2d.backward_weight_bias(grad_weight, grad_bias, grad_output, input, g, groups);
 }
 
+// The three kernels the table has, with the unpooled gradient in a temporary: the reference
+// for oneDNN's route, which unpools into the primitives' blocked layout (core/onednn/conv.cpp).
+void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Tensor& grad_weight,
+                                             const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& indices,
+                                             const Tensor& values, const Tensor& weight, const Tensor& input,
+                                             const Im2ColGeometry& g, std::int64_t groups) {
+  const BackendKernels& kernels = registered_kernels(DeviceType::CPU);
+  const Tensor grad_output = ops::empty_output({input.sizes()[0], grad_weight.sizes()[0], g.out_h, g.out_w},
+                                               input.dtype(), input.device(), "max_pool2d_backward");
+  kernels.max_pool2d_backward_relu(grad_output, grad_pooled, indices, values);
+  kernels.conv2d.backward_input(grad_input, grad_output, weight, g, groups);
+  kernels.conv2d.backward_weight_bias(grad_weight, grad_bias, grad_output, input, g, groups);
+}
+
 }  // namespace kiln::cpu

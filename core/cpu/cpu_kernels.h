@@ -47,6 +47,10 @@ void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weig
                                                          const Tensor& grad_pooled, const Tensor& indices,
                                                          const Tensor& values, const Tensor& input,
                                                          const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Tensor& grad_weight,
+                                             const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& indices,
+                                             const Tensor& values, const Tensor& weight, const Tensor& input,
+                                             const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
                                          const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                          const Im2ColGeometry& pool, std::int64_t groups);
@@ -91,6 +95,17 @@ void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor
 void max_pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices);
 void max_pool2d_backward_relu_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
                                      const Tensor& values);
+/// max_pool2d_kernel of an input held channel-blocked (`layout`, [N, C, g.height, g.width] with
+/// N and C from `values`): values and indices in NCHW, bit for bit max_pool2d_kernel's; with
+/// `relu`, of relu(input) (NaN kept), relu computed as each element is read.
+void max_pool2d_channel_blocked_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
+                                       const ChannelBlockedLayout& layout, const Im2ColGeometry& g,
+                                       bool relu = false);
+/// max_pool2d_backward_relu_kernel (or without `values` max_pool2d_backward_kernel) writing its
+/// gradient channel-blocked (`layout`, padding lanes zeroed); g is the pool's geometry.
+void max_pool2d_backward_relu_channel_blocked_kernel(const Tensor& grad_input, const ChannelBlockedLayout& layout,
+                                                     const Tensor& grad_output, const Tensor& indices,
+                                                     const Tensor& values, const Im2ColGeometry& g);
 void lstm_cell_forward_kernel(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,
                               const Tensor& projected, const Tensor& c_prev);
 void lstm_cell_backward_kernel(const Tensor& grad_gates, const Tensor& grad_c, const Tensor& grad_h,

@@ -1,7 +1,9 @@
 // core/cpu/pool.cpp — max pooling on the CPU: each output is the largest element of its
 // window (padding excluded, so it can never win), with the flat H*W index of the winner kept
 // for the backward pass, which adds each window's gradient onto its winner. Planes (image,
-// channel) are independent and split across threads.
+// channel) are independent and split across threads. Compiled steps also pool a convolution's
+// output in oneDNN's channel-blocked layout (Note [A convolution's blocked output pooled where
+// it lies]).
 // Read next: autograd/functions/conv.cpp (MaxPool2dFn).
 #include <algorithm>
 #include <cstdint>
@@ -194,6 +196,167 @@ void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor
     const PlaneFn<T> pool = plane_kernel_for<T>(g.kernel_h, g.kernel_w);
     parallel_for(0, planes, grain, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t p = b; p < e; ++p) pool(x + p * plane_in, v + p * plane_out, idx + p * plane_out, plan);
+    });
+  });
+}
+
+// Note [A convolution's blocked output pooled where it lies]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// oneDNN's convolution writes its output in channel blocks (nChw16c on AVX-512), and eagerly
+// Kiln reorders it to NCHW at the op boundary (Note [Layouts at op boundaries]) before the pool
+// reads it again: for train_cnn's second layer, 12.8 MB read and written only to be read once
+// more. A compiled step knows the pool is the output's only reader, so its fused kernel
+// (ConvKernels::forward_relu_max_pool) hands the pool the blocked buffer, and the backward
+// (ConvKernels::backward_through_max_pool) unpools the gradient straight into the blocked
+// layout both of the convolution's backward primitives read. Only the pooled values, indices
+// and gradient (a quarter of the size) cross in NCHW.
+// In a block every lane is one channel at the same (h, w), so a window is visited tap by tap in
+// pool_plane's order with all the lanes at once, the loop over lanes a vector operation: the
+// same rule (the first strict maximum, the first NaN wins) in the same order for each channel,
+// so values and indices are max_pool2d_kernel's bit for bit, as the backward's sums are
+// pool_backward's (tests/core/test_pool_blocked.cpp compares them on NaN, ties and padding).
+
+namespace {
+
+/// The element offset of (h, w) in a channel block.
+inline std::int64_t block_offset(const ChannelBlockedLayout& l, std::int64_t h, std::int64_t w) {
+  return h * l.stride_h + w * l.stride_w;
+}
+
+/// Max pooling of one (image, channel block) into the `lanes` planes at `values`/`indices`
+/// (each plane_out long): pool_plane's loop, each tap a B-lane step; with Relu, of relu's
+/// output (functors.h's Relu, NaN kept) computed as each element is read.
+template <int B, bool Relu, class T>
+void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::int64_t lanes, std::int64_t plane_out,
+                        const PoolPlan& p, const ChannelBlockedLayout& layout) {
+  using M = OpMath<T>;
+  std::int64_t o = 0;
+  for (const Span& r : p.rows) {
+    for (const Span& c : p.cols) {
+      M best[B];
+      PlaneIndex at[B];
+      const std::int64_t y0 = r.start + r.lo * p.dilation_h, x0 = c.start + c.lo * p.dilation_w;
+      const T* first = block + block_offset(layout, y0, x0);
+      auto read = [](T v) {
+        const M m = to_op_math(v);
+        if constexpr (Relu) return select(m < M(0), M(0), m);
+        return m;
+      };
+      for (int l = 0; l < B; ++l) {
+        best[l] = read(first[l]);
+        at[l] = static_cast<PlaneIndex>(y0 * p.width + x0);
+      }
+      for (std::int64_t ki = r.lo; ki < r.hi; ++ki) {
+        const std::int64_t y = r.start + ki * p.dilation_h;
+        for (std::int64_t kj = c.lo; kj < c.hi; ++kj) {
+          const std::int64_t x = c.start + kj * p.dilation_w;
+          const T* tap = block + block_offset(layout, y, x);
+          const PlaneIndex i = static_cast<PlaneIndex>(y * p.width + x);
+          for (int l = 0; l < B; ++l) {
+            const M val = read(tap[l]);
+            const bool take = !(val <= best[l]) & (best[l] == best[l]);  // the rule in pool_plane
+            best[l] = select(take, val, best[l]);
+            at[l] = select(take, i, at[l]);
+          }
+        }
+      }
+      for (std::int64_t l = 0; l < lanes; ++l) {
+        values[l * plane_out + o] = from_op_math<T>(best[l]);
+        indices[l * plane_out + o] = at[l];
+      }
+      ++o;
+    }
+  }
+}
+
+/// pool_backward for one (image, channel block): zeros, then each window's gradient added onto
+/// its winner in the window's order, unless the pooled value (with `values`) is not positive.
+template <int B, class T>
+void unpool_channel_block(T* block, const T* grad, const T* values, const std::int64_t* indices, std::int64_t lanes,
+                          std::int64_t height, std::int64_t width, std::int64_t plane_out,
+                          const ChannelBlockedLayout& layout) {
+  for (std::int64_t y = 0; y < height; ++y) {
+    for (std::int64_t x = 0; x < width; ++x) std::fill_n(block + block_offset(layout, y, x), B, T(0));
+  }
+  const std::int64_t plane_in = height * width;
+  for (std::int64_t l = 0; l < lanes; ++l) {
+    for (std::int64_t o = 0; o < plane_out; ++o) {
+      const std::int64_t at = indices[l * plane_out + o];
+      KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
+      if (values != nullptr && to_op_math(values[l * plane_out + o]) <= 0) continue;  // threshold_backward's test
+      T& e = block[block_offset(layout, at / width, at % width) + l];
+      e = from_op_math<T>(to_op_math(e) + to_op_math(grad[l * plane_out + o]));
+    }
+  }
+}
+
+/// Runs `body(image, channel block, lanes)` for every block of a [images, channels] batch,
+/// split across threads.
+template <class Body>
+void for_each_channel_block(std::int64_t images, std::int64_t channels, std::int64_t block, std::int64_t work,
+                            const Body& body) {
+  const std::int64_t blocks = (channels + block - 1) / block;
+  const std::int64_t grain = std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(work * block, 1));
+  parallel_for(0, images * blocks, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t n = t / blocks, cb = t % blocks;
+      body(n, cb, std::min(block, channels - cb * block));
+    }
+  });
+}
+
+/// Calls f.template operator()<B>() for the block widths the blocked kernels are built for.
+template <class F>
+void with_block_width(std::int64_t block, const F& f) {
+  if (block == 16) return f.template operator()<16>();
+  KILN_CHECK(block == 8, "max_pool2d: channel blocks of 8 or 16 lanes expected, got ", block);
+  f.template operator()<8>();
+}
+
+}  // namespace
+
+void max_pool2d_channel_blocked_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
+                                       const ChannelBlockedLayout& layout, const Im2ColGeometry& g, bool relu) {
+  KILN_CHECK(g.height * g.width <= std::numeric_limits<PlaneIndex>::max(), "max_pool2d: a plane of ",
+             g.height * g.width, " elements is past the blocked kernel's 32-bit positions");
+  dispatch_dtype<FloatingTypes>(input.dtype(), "max_pool2d_channel_blocked_cpu", [&]<typename T>() {
+    const std::int64_t images = values.sizes()[0], channels = values.sizes()[1], plane_out = g.out_h * g.out_w;
+    const PoolPlan plan{spans(g.out_h, g.stride_h, g.pad_h, g.dilation_h, g.kernel_h, g.height),
+                        spans(g.out_w, g.stride_w, g.pad_w, g.dilation_w, g.kernel_w, g.width), g.width,
+                        g.dilation_h, g.dilation_w};
+    const T* x = input.data_ptr<T>();
+    T* v = values.data_ptr<T>();
+    std::int64_t* idx = indices.data_ptr<std::int64_t>();
+    with_block_width(layout.block, [&]<int B>() {
+      for_each_channel_block(images, channels, B, plane_out * g.kernel_h * g.kernel_w,
+                             [&](std::int64_t n, std::int64_t cb, std::int64_t lanes) {
+                               const std::int64_t plane = n * channels + cb * B;
+                               const auto pool = relu ? &pool_channel_block<B, true, T> : &pool_channel_block<B, false, T>;
+                               pool(x + n * layout.stride_n + cb * layout.stride_block, v + plane * plane_out,
+                                    idx + plane * plane_out, lanes, plane_out, plan, layout);
+                             });
+    });
+  });
+}
+
+void max_pool2d_backward_relu_channel_blocked_kernel(const Tensor& grad_input, const ChannelBlockedLayout& layout,
+                                                     const Tensor& grad_output, const Tensor& indices,
+                                                     const Tensor& values, const Im2ColGeometry& g) {
+  dispatch_dtype<FloatingTypes>(grad_input.dtype(), "max_pool2d_backward_relu_channel_blocked_cpu", [&]<typename T>() {
+    const std::int64_t images = grad_output.sizes()[0], channels = grad_output.sizes()[1];
+    const std::int64_t plane_out = g.out_h * g.out_w;
+    T* gi = grad_input.data_ptr<T>();
+    const T* go = grad_output.data_ptr<T>();
+    const T* v = values.defined() ? values.data_ptr<T>() : nullptr;
+    const std::int64_t* idx = indices.data_ptr<std::int64_t>();
+    with_block_width(layout.block, [&]<int B>() {
+      for_each_channel_block(images, channels, B, g.height * g.width,
+                             [&](std::int64_t n, std::int64_t cb, std::int64_t lanes) {
+                               const std::int64_t plane = (n * channels + cb * B) * plane_out;
+                               unpool_channel_block<B, T>(gi + n * layout.stride_n + cb * layout.stride_block,
+                                                          go + plane, v != nullptr ? v + plane : nullptr, idx + plane,
+                                                          lanes, g.height, g.width, plane_out, layout);
+                             });
     });
   });
 }

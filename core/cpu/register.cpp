@@ -31,7 +31,7 @@ void register_kernels(BackendKernels& t) {
   t.bmm_bias = &bmm_bias_kernel;
   t.conv2d = {&conv2d_forward_kernel, &conv2d_backward_input_kernel, &conv2d_backward_weight_kernel,
               &conv2d_forward_relu_kernel, &conv2d_backward_weight_bias_kernel, &conv2d_forward_relu_max_pool_kernel,
-              &conv2d_backward_weight_bias_through_max_pool_kernel};
+              &conv2d_backward_weight_bias_through_max_pool_kernel, &conv2d_backward_through_max_pool_kernel};
   t.batch_norm = {&batch_norm_forward_kernel, &batch_norm_backward_kernel};
   t.pool2d = {&pool2d_forward_kernel, &pool2d_backward_kernel};
   t.lstm_cell = {&lstm_cell_forward_kernel, &lstm_cell_backward_kernel};

@@ -9,10 +9,13 @@
 //   (out - 1)·stride + (k - 1)·dilation + 1 - in - pad, which may be smaller than the left.
 // Read next: core/onednn/register.cpp.
 #include <functional>
+#include <limits>
+#include <optional>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/onednn/kernels.h"
 #include "core/onednn/runtime.h"
+#include "core/ops/allocate.h"
 #include "core/shape.h"
 
 namespace kiln::onednn {
@@ -20,12 +23,10 @@ namespace kiln::onednn {
 namespace {
 
 // The forward with a bias is a primitive of its own: oneDNN adds the bias as it writes each
-// output, saving the pass over the output that a separate add would make.
-// With relu (a compiled step's fused kernel) oneDNN applies it as an eltwise post-op while the
-// output is still in registers.
+// output, saving the pass over the output that a separate add would make. Relu (a compiled
+// step's fused kernel) is Kiln's, never oneDNN's post-op (Note [oneDNN's relu drops NaN]).
 enum class Pass : std::int64_t {
-  Forward = 10, BackwardData = 11, BackwardWeights = 12, ForwardWithBias = 13, ForwardRelu = 14,
-  ForwardWithBiasRelu = 15, BackwardWeightsBias = 16
+  Forward = 10, BackwardData = 11, BackwardWeights = 12, ForwardWithBias = 13, BackwardWeightsBias = 16
 };
 
 struct ConvDims {
@@ -70,20 +71,13 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, DType dt
   return {desc, attributes(), engine()};
 }
 
-/// The forward primitive, with a bias when `with_bias` (a zero descriptor is oneDNN's "no bias")
-/// and relu on its output when `relu`.
-Prepared build_forward(const ConvDims& d, DType dtype, bool with_bias, bool relu) {
+/// The forward primitive, with a bias when `with_bias` (a zero descriptor is oneDNN's "no bias").
+Prepared build_forward(const ConvDims& d, DType dtype, bool with_bias) {
   const dnnl::memory::desc bias = with_bias ? contiguous_desc({d.dst[1]}, dtype) : dnnl::memory::desc();
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                              any_desc(d.src, dtype), any_desc(d.weights, dtype), bias,
                                              any_desc(d.dst, dtype), d.strides, d.dilates, d.pad_left, d.pad_right);
-  dnnl::primitive_attr attr = attributes();
-  if (relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(ops);
-  }
-  const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+  const dnnl::convolution_forward::primitive_desc pd(desc, attributes(), engine());
   std::vector<Argument> arguments{{DNNL_ARG_SRC, contiguous_desc(d.src, dtype), pd.src_desc()},
                                   {DNNL_ARG_WEIGHTS, contiguous_desc(d.weights, dtype), pd.weights_desc()}};
   if (with_bias) arguments.push_back({DNNL_ARG_BIAS, bias, pd.bias_desc()});
@@ -136,10 +130,8 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
   const ConvDims d = conv_dims(input, weight, g, groups);
   auto entry = cached(conv_key(pass, dtype, input, weight, g, groups), [&] {
     switch (pass) {
-      case Pass::Forward: return build_forward(d, dtype, /*with_bias=*/false, /*relu=*/false);
-      case Pass::ForwardWithBias: return build_forward(d, dtype, /*with_bias=*/true, /*relu=*/false);
-      case Pass::ForwardRelu: return build_forward(d, dtype, /*with_bias=*/false, /*relu=*/true);
-      case Pass::ForwardWithBiasRelu: return build_forward(d, dtype, /*with_bias=*/true, /*relu=*/true);
+      case Pass::Forward: return build_forward(d, dtype, /*with_bias=*/false);
+      case Pass::ForwardWithBias: return build_forward(d, dtype, /*with_bias=*/true);
       case Pass::BackwardData: return build_backward_data(d, dtype);
       case Pass::BackwardWeightsBias: return build_backward_weights(d, dtype, /*with_bias=*/true);
       case Pass::BackwardWeights: break;
@@ -157,8 +149,7 @@ namespace {
 void forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
              std::int64_t groups, bool relu) {
   if (cpu::conv2d_is_thin(input, weight, groups)) return cpu::thin_conv2d_forward(out, input, weight, bias, g, relu);
-  const Pass pass = bias.defined() ? (relu ? Pass::ForwardWithBiasRelu : Pass::ForwardWithBias)
-                                   : (relu ? Pass::ForwardRelu : Pass::Forward);
+  const Pass pass = bias.defined() ? Pass::ForwardWithBias : Pass::Forward;
   const auto p = all_fit_int32({input, weight, out}) ? prepared(pass, input.dtype(), input.sizes(), weight.sizes(), g, groups)
                                                   : nullptr;
   if (!p) {
@@ -172,6 +163,7 @@ void forward(const Tensor& out, const Tensor& input, const Tensor& weight, const
     p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
             {DNNL_ARG_DST, address_of(out)}});
   }
+  if (relu) relu_in_place(out);  // not oneDNN's post-op (Note [oneDNN's relu drops NaN])
 }
 
 }  // namespace
@@ -227,13 +219,89 @@ void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor&
           {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}});
 }
 
+namespace {
+
+/// The [N, O, out_h, out_w] output of a convolution of `input` by `weight` fits oneDNN's int32 sizes.
+bool output_fits_int32(const Tensor& input, const Tensor& weight, const Im2ColGeometry& g) {
+  const std::int64_t elements = input.sizes()[0] * weight.sizes()[0] * g.out_h * g.out_w;
+  return elements < std::numeric_limits<std::int32_t>::max();
+}
+
+/// A buffer for a [N, C, H, W] intermediate in `layout`, allocated as the op's own temporary
+/// (a replay's scratch; the meta device when planned).
+Tensor blocked_buffer(const ChannelBlockedLayout& layout, const Tensor& like, const char* op) {
+  return ops::empty_output({layout.elements}, like.dtype(), like.device(), op);
+}
+
+}  // namespace
+
 void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
                                          const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                          const Im2ColGeometry& pool, std::int64_t groups) {
-  if (cpu::conv2d_is_thin(input, weight, groups) && cpu::thin_conv2d_pools_rows(pool)) {
-    return cpu::thin_conv2d_forward_relu_max_pool(values, indices, input, weight, bias, g, pool);
+  if (cpu::conv2d_is_thin(input, weight, groups)) {
+    if (cpu::thin_conv2d_pools_rows(pool)) {
+      return cpu::thin_conv2d_forward_relu_max_pool(values, indices, input, weight, bias, g, pool);
+    }
+    return cpu::conv2d_forward_relu_max_pool_kernel(values, indices, input, weight, bias, g, pool, groups);
   }
-  cpu::conv2d_forward_relu_max_pool_kernel(values, indices, input, weight, bias, g, pool, groups);
+  // The convolution's output stays in the blocked layout its primitive writes, and the pool
+  // reads it there, applying relu to each element as it reads it (Note [A convolution's blocked
+  // output pooled where it lies]; Note [oneDNN's relu drops NaN]).
+  const Pass pass = bias.defined() ? Pass::ForwardWithBias : Pass::Forward;
+  const auto p = all_fit_int32({input, weight, values}) && output_fits_int32(input, weight, g)
+                     ? prepared(pass, input.dtype(), input.sizes(), weight.sizes(), g, groups)
+                     : nullptr;
+  const std::optional<ChannelBlockedLayout> layout =
+      p ? channel_blocked_layout(p->wanted(DNNL_ARG_DST), input.dtype()) : std::nullopt;
+  if (!layout) return cpu::conv2d_forward_relu_max_pool_kernel(values, indices, input, weight, bias, g, pool, groups);
+  const Tensor out = blocked_buffer(*layout, input, "convolution");
+  if (bias.defined()) {
+    p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
+            {DNNL_ARG_BIAS, address_of(bias)}, {DNNL_ARG_DST, address_of(out)}},
+           {DNNL_ARG_DST});
+  } else {
+    p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)}, {DNNL_ARG_DST, address_of(out)}},
+           {DNNL_ARG_DST});
+  }
+  if (!values.is_meta()) cpu::max_pool2d_channel_blocked_kernel(values, indices, out, *layout, pool, /*relu=*/true);
+}
+
+void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Tensor& grad_weight,
+                                             const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& indices,
+                                             const Tensor& values, const Tensor& weight, const Tensor& input,
+                                             const Im2ColGeometry& g, std::int64_t groups) {
+  // Both backward primitives read the unpooled gradient; where they want it in the same
+  // blocked layout it is made there and never reordered (Note [A convolution's blocked output
+  // pooled where it lies]).
+  const bool fits = !cpu::conv2d_is_thin(input, weight, groups) && all_fit_int32({input, weight, grad_pooled}) &&
+                    output_fits_int32(input, weight, g);
+  const auto data = fits ? prepared(Pass::BackwardData, input.dtype(), input.sizes(), weight.sizes(), g, groups)
+                         : nullptr;
+  const auto weights =
+      data ? prepared(Pass::BackwardWeightsBias, input.dtype(), input.sizes(), weight.sizes(), g, groups) : nullptr;
+  const std::optional<ChannelBlockedLayout> layout =
+      weights && data->wanted(DNNL_ARG_DIFF_DST) == weights->wanted(DNNL_ARG_DIFF_DST)
+          ? channel_blocked_layout(data->wanted(DNNL_ARG_DIFF_DST), input.dtype())
+          : std::nullopt;
+  if (!layout) {
+    return cpu::conv2d_backward_through_max_pool_kernel(grad_input, grad_weight, grad_bias, grad_pooled, indices,
+                                                        values, weight, input, g, groups);
+  }
+  const Tensor grad_output = blocked_buffer(*layout, input, "max_pool2d_backward");
+  if (!grad_output.is_meta()) {
+    Im2ColGeometry pool;
+    pool.height = g.out_h;
+    pool.width = g.out_w;
+    pool.out_h = grad_pooled.sizes()[2];
+    pool.out_w = grad_pooled.sizes()[3];
+    cpu::max_pool2d_backward_relu_channel_blocked_kernel(grad_output, *layout, grad_pooled, indices, values, pool);
+  }
+  data->run({{DNNL_ARG_DIFF_DST, address_of(grad_output)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
+             {DNNL_ARG_DIFF_SRC, address_of(grad_input)}},
+            {DNNL_ARG_DIFF_DST});
+  weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
+                {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}},
+               {DNNL_ARG_DIFF_DST});
 }
 
 void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weight, const Tensor& grad_bias,

@@ -25,6 +25,10 @@ void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weig
                                                          const Tensor& grad_pooled, const Tensor& indices,
                                                          const Tensor& values, const Tensor& input,
                                                          const Im2ColGeometry& g, std::int64_t groups);
+void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Tensor& grad_weight,
+                                             const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& indices,
+                                             const Tensor& values, const Tensor& weight, const Tensor& input,
+                                             const Im2ColGeometry& g, std::int64_t groups);
 void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
                                          const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                          const Im2ColGeometry& pool, std::int64_t groups);

@@ -32,37 +32,31 @@ Operand operand(const Tensor& t) {
   return o;
 }
 
-/// The matmul primitive; with `bias` ([N], broadcast over rows and batches) added, and relu
-/// applied, as each output block is written (a compiled step's fused linear).
-Prepared build(const Operand& a, const Operand& b, const Tensor& out, bool with_bias, bool relu) {
+/// The matmul primitive; with `bias` ([N], broadcast over rows and batches) added as each
+/// output block is written (a compiled step's fused linear).
+Prepared build(const Operand& a, const Operand& b, const Tensor& out, bool with_bias) {
   const dnnl::memory::desc src = plain_desc(a.sizes, a.strides, out.dtype());
   const dnnl::memory::desc weights = plain_desc(b.sizes, b.strides, out.dtype());
   const dnnl::memory::desc dst = plain_desc(out);
   const std::int64_t n = out.sizes()[2];
   const dnnl::memory::desc bias =
       with_bias ? plain_desc(Shape{1, 1, n}, Shape{n, n, 1}, out.dtype()) : dnnl::memory::desc();
-  dnnl::primitive_attr attr = attributes();
-  if (relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(ops);
-  }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, bias, dst), attr, engine());
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, bias, dst), attributes(), engine());
   std::vector<Argument> arguments{{DNNL_ARG_SRC, src, pd.src_desc()}, {DNNL_ARG_WEIGHTS, weights, pd.weights_desc()}};
   if (with_bias) arguments.push_back({DNNL_ARG_BIAS, bias, pd.bias_desc()});
   arguments.push_back({DNNL_ARG_DST, dst, pd.dst_desc(), /*is_output=*/true});
   return Prepared(dnnl::matmul(pd), pd, std::move(arguments));
 }
 
-bool run_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias = {}, bool relu = false) {
+bool run_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias = {}) {
   const Operand oa = operand(a), ob = operand(b);
-  const std::int64_t op = bias.defined() ? (relu ? 3 : 2) : 1;
+  const std::int64_t op = bias.defined() ? 2 : 1;
   Key key = make_key({op, static_cast<std::int64_t>(out.dtype()), out.sizes()[0], out.sizes()[1],
                       out.sizes()[2], a.sizes()[2]});
   std::size_t used = extend_key(key, 6, oa.strides);
   used = extend_key(key, used, ob.strides);
   extend_key(key, used, {oa.sizes[0], ob.sizes[0]});
-  const auto prepared = cached(key, [&] { return build(oa, ob, out, bias.defined(), relu); });
+  const auto prepared = cached(key, [&] { return build(oa, ob, out, bias.defined()); });
   if (!prepared) return false;
   if (bias.defined()) {
     prepared->run({{DNNL_ARG_SRC, address_of(a)}, {DNNL_ARG_WEIGHTS, address_of(b)},
@@ -95,7 +89,10 @@ void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 void bmm_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
   if (takes(out, a, b) && bias.dtype() == out.dtype() && bias.is_contiguous()) {
-    if (fits_int32(out) && fits_int32(a) && fits_int32(b) && run_matmul(out, a, b, bias, relu)) return;
+    if (fits_int32(out) && fits_int32(a) && fits_int32(b) && run_matmul(out, a, b, bias)) {
+      if (relu) relu_in_place(out);  // not oneDNN's post-op (Note [oneDNN's relu drops NaN])
+      return;
+    }
     count_fallback();
   }
   cpu::bmm_bias_kernel(out, a, b, bias, relu);

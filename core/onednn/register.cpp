@@ -14,7 +14,9 @@ namespace kiln::onednn {
 // [128, 8, 28, 28]):
 //  - oneDNN's pooling on plain NCHW (simple_nchw) took 18-22 ms forward and 10 ms backward for a
 //    2x2 max pool that Kiln's kernel does in 2.9 ms; its blocked kernel (1.2 / 1.9 ms) would need
-//    a 12.8 MB reorder each way, which costs more than it saves.
+//    a 12.8 MB reorder each way, which costs more than it saves. A compiled step needs neither
+//    reorder: Kiln's pool reads the convolution's blocked output where it lies (Note [A
+//    convolution's blocked output pooled where it lies] in core/cpu/pool.cpp).
 //  - oneDNN's batch norm adds its statistics in float: the batch mean came out with 1.05e-6
 //    relative error on data of mean 50, std 0.5, where Kiln's sums give ~1e-8 and PyTorch's
 //    double accumulators the same (Note [How Kiln sums]). The numerics bar comes first.
@@ -25,7 +27,7 @@ void register_kernels(BackendKernels& t) {
   t.bmm_bias = &bmm_bias_kernel;
   t.conv2d = {&conv2d_forward_kernel, &conv2d_backward_input_kernel, &conv2d_backward_weight_kernel,
               &conv2d_forward_relu_kernel, &conv2d_backward_weight_bias_kernel, &conv2d_forward_relu_max_pool_kernel,
-              &conv2d_backward_weight_bias_through_max_pool_kernel};
+              &conv2d_backward_weight_bias_through_max_pool_kernel, &conv2d_backward_through_max_pool_kernel};
   t.prefers_op_kernels[static_cast<std::size_t>(backends::OpFamily::Convolution)] = true;
   t.prefers_op_kernels[static_cast<std::size_t>(backends::OpFamily::MatrixProduct)] = true;
 }

@@ -14,6 +14,7 @@
 #include "core/cpu/thread_budget.h"
 #include "core/profiler_hooks.h"
 #include "core/error.h"
+#include "core/kernels.h"
 #include "core/ops/allocate.h"
 
 namespace kiln::onednn {
@@ -151,19 +152,54 @@ Prepared::Prepared(dnnl::primitive primitive, const dnnl::primitive_desc_base& p
   }
 }
 
-void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers) const {
+void Prepared::run(std::initializer_list<std::pair<int, void*>> pointers, std::initializer_list<int> in_wanted_layout) const {
   try {
-    execute(pointers);
+    execute(pointers, in_wanted_layout);
   } catch (const dnnl::error& e) {
     KILN_FAIL("oneDNN error: ", e.what(), " (status ", static_cast<int>(e.status), ")");
   }
 }
 
+std::optional<ChannelBlockedLayout> channel_blocked_layout(const dnnl::memory::desc& desc, DType dtype) {
+  const dnnl_memory_desc_t& md = desc.data;
+  if (md.ndims != 4 || md.format_kind != dnnl_blocked || md.offset0 != 0 || md.data_type != static_cast<dnnl_data_type_t>(data_type_of(dtype))) {
+    return std::nullopt;
+  }
+  const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
+  if (blocking.inner_nblks != 1 || blocking.inner_idxs[0] != 1 || blocking.strides[1] == 0) return std::nullopt;
+  const std::int64_t block = blocking.inner_blks[0];
+  if (block != 8 && block != 16) return std::nullopt;
+  return ChannelBlockedLayout{block,
+                              blocking.strides[0],
+                              blocking.strides[1],
+                              blocking.strides[2],
+                              blocking.strides[3],
+                              static_cast<std::int64_t>(desc.get_size() / itemsize(dtype))};
+}
+
+void relu_in_place(const Tensor& t) {
+  if (!t.is_meta()) registered_kernels(DeviceType::CPU).unary[static_cast<std::size_t>(UnaryOp::Relu)](t, t);
+}
+
 void* address_of(const Tensor& t) { return t.is_meta() ? nullptr : t.raw_data_ptr(); }
 
-void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) const {
+const dnnl::memory::desc& Prepared::wanted(int id) const {
+  for (const Argument& a : arguments_) {
+    if (a.id == id) return a.wanted;
+  }
+  KILN_FAIL("oneDNN: the primitive has no argument ", id);
+}
+
+namespace {
+
+bool contains(std::initializer_list<int> ids, int id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+}  // namespace
+
+void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers,
+                       std::initializer_list<int> in_wanted_layout) const {
   const bool dry = std::any_of(pointers.begin(), pointers.end(), [](const auto& p) { return p.second == nullptr; });
-  if (dry) return plan_buffers();
+  if (dry) return plan_buffers(in_wanted_layout);
   profiler::note_route(profiler::Route::OneDnn);
   dnnl::stream& s = stream();
   std::vector<Tensor> buffers;  // keeps the wanted-layout copies and scratchpads alive to the end
@@ -186,6 +222,10 @@ void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) co
   std::vector<std::pair<std::size_t, dnnl::memory>> outputs_to_copy_back;
   for (std::size_t i = 0; i < arguments_.size(); ++i) {
     const Argument& a = arguments_[i];
+    if (contains(in_wanted_layout, a.id)) {
+      args[a.id] = dnnl::memory(a.wanted, engine(), pointer_of(a.id));
+      continue;
+    }
     dnnl::memory plain(a.plain, engine(), pointer_of(a.id));
     if (!reorders_[i]) {
       args[a.id] = plain;
@@ -210,19 +250,20 @@ void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers) co
 }
 
 // The same buffers as execute(), made and released in the same order, on the meta device.
-void Prepared::plan_buffers() const {
+void Prepared::plan_buffers(std::initializer_list<int> in_wanted_layout) const {
   std::vector<Tensor> buffers;
   auto scratchpad = [&](std::size_t bytes) {
     if (bytes > 0) buffers.push_back(scratch(bytes, kMeta));
   };
+  auto reordered = [&](std::size_t i) { return reorders_[i] && !contains(in_wanted_layout, arguments_[i].id); };
   for (std::size_t i = 0; i < arguments_.size(); ++i) {
-    if (!reorders_[i]) continue;
+    if (!reordered(i)) continue;
     buffers.push_back(scratch(arguments_[i].wanted.get_size(), kMeta));
     if (!arguments_[i].is_output) scratchpad(reorders_[i]->scratchpad_bytes);
   }
   scratchpad(scratchpad_bytes_);
   for (std::size_t i = 0; i < arguments_.size(); ++i) {
-    if (reorders_[i] && arguments_[i].is_output) scratchpad(reorders_[i]->scratchpad_bytes);
+    if (reordered(i) && arguments_[i].is_output) scratchpad(reorders_[i]->scratchpad_bytes);
   }
 }
 

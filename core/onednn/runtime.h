@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/kernel_params.h"
 #include "core/tensor.h"
 
 namespace kiln::onednn {
@@ -31,6 +32,26 @@ namespace kiln::onednn {
 // built with `any` layouts, and `Prepared` reorders an argument into the layout it chose and
 // an output back, paying one memory-bound pass per reorder, instead of keeping blocked
 // tensors alive between ops (which would make every other op, and every user, handle them).
+
+/// Where `desc` puts a [N, C, H, W] tensor's elements, when it is a channel-blocked layout
+/// (nChw16c, nChw8c) of `dtype`; nothing for any other layout.
+std::optional<ChannelBlockedLayout> channel_blocked_layout(const dnnl::memory::desc& desc, DType dtype);
+
+// Note [oneDNN's relu drops NaN]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// oneDNN applies relu as an eltwise post-op while a convolution's or a matmul's output is still
+// in registers, but its relu is a vector max against zero (vmaxps), which returns the zero for a
+// NaN: measured with libdnnl 2.6.3, a NaN input to a convolution with the relu post-op came out
+// of it as 0, where PyTorch's relu, and Kiln's, let NaN through. In a training step that is
+// silent corruption: once a layer's weights are NaN its relu'd outputs are zeros, and the loss
+// stays finite while the layer is dead. Every other eltwise form (clip, a binary max) is the
+// same instruction, and the leaky form (alpha != 0) multiplies. So Kiln's fused kernels never
+// ask oneDNN for relu: they apply Kiln's relu to oneDNN's output (relu_in_place), or where the
+// output is read once more anyway, as it is read (the blocked pool, Note [A convolution's
+// blocked output pooled where it lies] in core/cpu/pool.cpp).
+
+/// Kiln's relu (NaN kept) over `t`, in place.
+void relu_in_place(const Tensor& t);
 
 /// oneDNN's CPU engine (one per process).
 const dnnl::engine& engine();
@@ -74,11 +95,17 @@ class Prepared {
   /// oneDNN failure becomes a kiln::Error. Null addresses (meta tensors, address_of) make a
   /// dry run: the layout buffers and scratchpads are allocated on the meta device in the same
   /// order and freed the same way, and nothing executes (Note [Planning on the meta device]).
-  void run(std::initializer_list<std::pair<int, void*>> pointers) const;
+  /// The ids in `in_wanted_layout` point at data already in the layout the primitive wants (a
+  /// compiled step's fused kernel keeps an intermediate blocked, Note [A convolution's blocked
+  /// output pooled where it lies]): no reorder, no buffer.
+  void run(std::initializer_list<std::pair<int, void*>> pointers, std::initializer_list<int> in_wanted_layout = {}) const;
+
+  /// The layout the primitive wants argument `id` in.
+  const dnnl::memory::desc& wanted(int id) const;
 
  private:
-  void execute(std::initializer_list<std::pair<int, void*>> pointers) const;
-  void plan_buffers() const;
+  void execute(std::initializer_list<std::pair<int, void*>> pointers, std::initializer_list<int> in_wanted_layout) const;
+  void plan_buffers(std::initializer_list<int> in_wanted_layout) const;
 
   struct Reorder {
     dnnl::reorder primitive;

@@ -121,6 +121,25 @@ TEST_F(CompileTest, TheFashionCnnStepMatchesEagerInFloat32) {
   expect_same_training<examples::Cnn>({8, 1, 28, 28}, 10, kFloat32, /*adam=*/true, 4, 1e-5, "all");
 }
 
+TEST_F(CompileTest, ANanInALayerReachesTheLossAsItDoesEagerly) {
+  // A dead layer must show: with one NaN weight in conv2 (oneDNN's route) or in fc1, every
+  // fusion keeps the NaN through relu and pooling into the loss (Note [oneDNN's relu drops NaN]).
+  for (const char* layer : {"conv2.weight", "fc1.weight"}) {
+    Trainer<examples::Cnn> trainer(3, kFloat32, false);
+    for (const auto& [name, parameter] : trainer.model->named_parameters()) {
+      NoGradGuard no_grad;
+      if (name == layer) parameter.view({-1}).narrow(0, 0, 1).fill_(std::nan(""));
+    }
+    auto step = compile([&](const Tensor& x, const Tensor& y) { return trainer.step(x, y); });
+    manual_seed(5);
+    const Tensor x = rand({8, 1, 28, 28}), y = randint(0, 10, {8});
+    EXPECT_TRUE(std::isnan(trainer.step(x, y).item<double>())) << layer << ", eager";
+    step(x, y);
+    EXPECT_TRUE(std::isnan(step(x, y).item<double>())) << layer << ", replayed";
+    EXPECT_TRUE(step.last_call_replayed()) << layer;
+  }
+}
+
 TEST_F(CompileTest, FreezingAParameterCapturesAgain) {
   // requires_grad_(false) on a parameter after the capture changes which gradients the step
   // computes: the next call must capture again, and the frozen layer must stay as it is.
@@ -285,8 +304,9 @@ TEST_F(CompileTest, TheFusionPassesFireOnTrainCnnsStepAndKeepItsResults) {
   // Float32, the oneDNN route: each fusion pass alone against no pass, over 3 steps.
   std::vector<std::vector<double>> runs;
   for (const std::string passes : {"none", "fuse_conv_relu", "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool",
-                                    "fuse_pool_relu_backward",
-                                    "fuse_linear", "fuse_conv_bias_backward", "all"}) {
+                                    "fuse_pool_relu_backward", "fuse_linear", "fuse_conv_bias_backward",
+                                    "fuse_pool_relu_backward,fuse_conv_bias_backward,fuse_unpool_conv_backward",
+                                    "all"}) {
     Trainer<examples::Cnn> trainer(9, kFloat32, true);
     auto step = compile([&](const Tensor& x, const Tensor& y) { return trainer.step(x, y); }, {.passes = passes});
     manual_seed(4);
@@ -301,17 +321,22 @@ TEST_F(CompileTest, TheFusionPassesFireOnTrainCnnsStepAndKeepItsResults) {
     const bool conv_pool = passes.ends_with("fuse_conv_pool") || passes == "all";
     const bool pool = passes.starts_with("fuse_pool_relu_backward") || conv_pool;
     if (convolution_kernels) {
-      // conv1 (thin) is pooled as it is made; conv2 (oneDNN's) keeps its relu post-op.
-      EXPECT_EQ(g.count(compiler::KernelFamily::ConvForwardReluMaxPool), conv_pool ? 1u : 0u) << passes;
-      EXPECT_EQ(g.count(compiler::KernelFamily::ConvForwardRelu), conv ? (conv_pool ? 1u : 2u) : 0u) << passes;
-      EXPECT_EQ(g.count(compiler::KernelFamily::MaxPool), conv_pool ? 1u : 2u) << passes;
+      // conv1 (thin) is pooled as it is made, conv2 (oneDNN's) where its blocked output lies.
+      EXPECT_EQ(g.count(compiler::KernelFamily::ConvForwardReluMaxPool), conv_pool ? 2u : 0u) << passes;
+      EXPECT_EQ(g.count(compiler::KernelFamily::ConvForwardRelu), conv && !conv_pool ? 2u : 0u) << passes;
+      EXPECT_EQ(g.count(compiler::KernelFamily::MaxPool), conv_pool ? 0u : 2u) << passes;
       EXPECT_EQ(g.count(compiler::KernelFamily::ConvForward), conv ? 0u : 2u) << passes;
-      const bool bias = passes == "fuse_conv_bias_backward" || passes == "all";
-      const bool unpool = passes == "all";
-      // conv1 (thin) reads its gradient through the pool; conv2 (oneDNN's) from memory.
-      EXPECT_EQ(g.count(compiler::KernelFamily::ConvBackwardWeightBiasThroughMaxPool), unpool ? 1u : 0u) << passes;
-      EXPECT_EQ(g.count(compiler::KernelFamily::ConvBackwardWeightBias), bias ? (unpool ? 1u : 2u) : 0u) << passes;
-      EXPECT_EQ(g.count(compiler::KernelFamily::MaxPoolBackwardRelu), pool ? (unpool ? 1u : 2u) : 0u) << passes;
+      const bool bias = passes.find("fuse_conv_bias_backward") != std::string::npos || passes == "all";
+      const bool thin_unpool = passes == "all";  // conv1 reads its gradient through the pool
+      const bool unpool = passes.ends_with("fuse_unpool_conv_backward") || passes == "all";  // conv2 unpools blocked
+      EXPECT_EQ(g.count(compiler::KernelFamily::ConvBackwardWeightBiasThroughMaxPool), thin_unpool ? 1u : 0u)
+          << passes;
+      EXPECT_EQ(g.count(compiler::KernelFamily::ConvBackwardThroughMaxPool), unpool ? 1u : 0u) << passes;
+      EXPECT_EQ(g.count(compiler::KernelFamily::ConvBackwardWeightBias), bias ? 2u - thin_unpool - unpool : 0u)
+          << passes;
+      EXPECT_EQ(g.count(compiler::KernelFamily::MaxPoolBackwardRelu), pool ? 2u - thin_unpool - unpool : 0u)
+          << passes;
+      EXPECT_EQ(g.count(compiler::KernelFamily::ConvBackwardInput), unpool ? 0u : 1u) << passes;
       EXPECT_EQ(g.count(compiler::KernelFamily::ConvBackwardWeight), bias ? 0u : 2u) << passes;
     }
     const bool linear = passes == "fuse_linear" || passes == "all";
@@ -343,28 +368,38 @@ TEST_F(CompileTest, TheFusedKernelsComputeWhatTheirPairsCompute) {
 
   // Linear: the product with its bias, and relu, against the three kernels (oneDNN's route for
   // the large one, Eigen's for the small one).
+  // A NaN in the bias makes a column of NaNs, which relu must let through.
   for (const std::int64_t size : {8, 96}) {
     const Tensor a = randn({1, size, size}), w = randn({size, size}).t().unsqueeze(0), bias = randn({size});
+    bias.narrow(0, 3, 1).fill_(std::nan(""));
     for (const bool relu : {false, true}) {
       const Tensor expected = empty({1, size, size}), out = empty({1, size, size});
       cpu.bmm(expected, a, w);
       cpu.binary[static_cast<std::size_t>(BinaryOp::Add)](expected, expected, bias);
       if (relu) cpu.unary[static_cast<std::size_t>(UnaryOp::Relu)](expected, expected);
       cpu.bmm_bias(out, a, w, bias, relu);
-      EXPECT_TRUE(equal(out, expected)) << size << (relu ? " with relu" : "");
+      const Tensor nan = expected.ne(expected);
+      EXPECT_EQ(nan.sum().item<double>(), static_cast<double>(size)) << size << (relu ? " with relu" : "");
+      EXPECT_TRUE(equal(out.ne(out), nan)) << size << (relu ? " with relu" : "");
+      EXPECT_TRUE(equal(out.masked_fill(nan, 0.0), expected.masked_fill(nan, 0.0))) << size << (relu ? " with relu" : "");
     }
   }
 
-  // The convolution: Kiln's thin kernel (1 input channel) and oneDNN's post-op (8 channels).
+  // The convolution: Kiln's thin kernel (1 input channel) and oneDNN's (8 channels), a NaN
+  // among the inputs, which relu must let through as Kiln's relu does.
   for (const std::int64_t channels : {1, 8}) {
     const Tensor input = randn({2, channels, 9, 9}), weight = randn({4, channels, 3, 3}), bias = randn({4});
+    input.view({-1}).narrow(0, 30, 1).fill_(std::nan(""));
     const Im2ColGeometry g{.channels = channels, .height = 9, .width = 9, .kernel_h = 3, .kernel_w = 3,
                            .pad_h = 1, .pad_w = 1, .out_h = 9, .out_w = 9};
     const Tensor conv = empty({2, 4, 9, 9}), expected = empty({2, 4, 9, 9}), out = empty({2, 4, 9, 9});
     cpu.conv2d.forward(conv, input, weight, bias, g, 1);
     cpu.unary[static_cast<std::size_t>(UnaryOp::Relu)](expected, conv);
     cpu.conv2d.forward_relu(out, input, weight, bias, g, 1);
-    EXPECT_TRUE(equal(out, expected)) << channels << " channels";
+    const Tensor nan = expected.ne(expected);
+    EXPECT_GT(nan.sum().item<double>(), 0) << channels << " channels";
+    EXPECT_TRUE(equal(out.ne(out), nan)) << channels << " channels";
+    EXPECT_TRUE(equal(out.masked_fill(nan, 0.0), expected.masked_fill(nan, 0.0))) << channels << " channels";
   }
 
   // The thin convolution pooled as it is made, against forward_relu then max_pool2d: values
@@ -422,6 +457,61 @@ TEST_F(CompileTest, TheFusedKernelsComputeWhatTheirPairsCompute) {
     EXPECT_TRUE(equal(weight.masked_fill(weight.ne(weight), 0.0), expected_weight.masked_fill(weight.ne(weight), 0.0)));
     EXPECT_TRUE(equal(bias.masked_fill(bias.ne(bias), 0.0), expected_bias.masked_fill(bias.ne(bias), 0.0)));
     EXPECT_GT((values == 0).sum().item<double>(), 0) << "windows relu's backward stops";
+  }
+
+  // oneDNN's convolution pooled where its blocked output lies, and its two backward passes
+  // reading the gradient unpooled into that layout (Note [A convolution's blocked output pooled
+  // where it lies]), against the pairs and the trio: bit for bit, with NaN, relu's zeros, a
+  // channel count that pads the last block, overlapping windows, and BFloat16 where oneDNN has it.
+  if (backends::onednn_is_available()) {
+    for (const DType dtype : {kFloat32, kBFloat16}) {
+      if (dtype == kBFloat16 && !backends::onednn_has_bf16()) continue;
+      for (const std::int64_t out_channels : {24, 32}) {
+        for (const std::int64_t kernel : {2, 3}) {
+          const TensorOptions options = TensorOptions().dtype(dtype);
+          const Tensor input = randn({3, 8, 11, 11}).to(dtype), weight = (randn({out_channels, 8, 3, 3}) * 0.3).to(dtype);
+          const Tensor bias = randn({out_channels}).to(dtype);
+          input.view({-1}).narrow(0, 50, 1).fill_(std::nan(""));
+          const Im2ColGeometry conv_g{.channels = 8, .height = 11, .width = 11, .kernel_h = 3, .kernel_w = 3,
+                                      .pad_h = 1, .pad_w = 1, .out_h = 11, .out_w = 11};
+          // 2x2 stride 2 (the floor cuts the odd edge), and 3x3 stride 2 padded (windows overlap).
+          const std::int64_t pad = kernel == 3 ? 1 : 0, pooled_size = kernel == 3 ? 6 : 5;
+          const Im2ColGeometry pool_g{.channels = out_channels, .height = 11, .width = 11, .kernel_h = kernel,
+                                      .kernel_w = kernel, .pad_h = pad, .pad_w = pad, .stride_h = 2, .stride_w = 2,
+                                      .out_h = pooled_size, .out_w = pooled_size};
+          const Tensor conv = empty({3, out_channels, 11, 11}, options);
+          const Tensor expected = empty({3, out_channels, pooled_size, pooled_size}, options);
+          const Tensor expected_indices = empty(expected.sizes(), TensorOptions().dtype(kInt64));
+          cpu.conv2d.forward_relu(conv, input, weight, bias, conv_g, 1);
+          cpu.max_pool2d(expected, expected_indices, conv, pool_g);
+          const Tensor values = empty_like(expected), indices = empty_like(expected_indices);
+          cpu.conv2d.forward_relu_max_pool(values, indices, input, weight, bias, conv_g, pool_g, 1);
+          const std::string what = std::string(dtype_name(dtype)) + ", " + std::to_string(out_channels) +
+                                   " channels, pool " + std::to_string(kernel);
+          const Tensor nan = expected.ne(expected);
+          EXPECT_GT(nan.sum().item<double>(), 0) << what << ": the NaN must pass relu (Note [oneDNN's relu drops NaN])";
+          EXPECT_TRUE(equal(values.ne(values), nan)) << what;
+          EXPECT_TRUE(equal(values.masked_fill(nan, 0.0), expected.masked_fill(nan, 0.0))) << what;
+          EXPECT_TRUE(equal(indices, expected_indices)) << what;
+
+          const Tensor grad_pooled = randn(values.sizes()).to(dtype), clean = values.masked_fill(nan, 1.0);
+          const Tensor finite_input = input.masked_fill(input.ne(input), 0.5);
+          const Tensor unpooled = empty({3, out_channels, 11, 11}, options);
+          cpu.max_pool2d_backward_relu(unpooled, grad_pooled, indices, clean);
+          const Tensor want_input = empty_like(input), want_weight = empty_like(weight);
+          const Tensor want_bias = empty({1, out_channels, 1, 1}, options);
+          cpu.conv2d.backward_input(want_input, unpooled, weight, conv_g, 1);
+          cpu.conv2d.backward_weight_bias(want_weight, want_bias, unpooled, finite_input, conv_g, 1);
+          const Tensor got_input = empty_like(input), got_weight = empty_like(weight), got_bias = empty_like(want_bias);
+          cpu.conv2d.backward_through_max_pool(got_input, got_weight, got_bias, grad_pooled, indices, clean, weight,
+                                               finite_input, conv_g, 1);
+          EXPECT_TRUE(equal(got_input, want_input)) << what;
+          EXPECT_TRUE(equal(got_weight, want_weight)) << what;
+          EXPECT_TRUE(equal(got_bias, want_bias)) << what;
+          EXPECT_GT((clean == 0).sum().item<double>(), 0) << what << ": windows relu's backward stops";
+        }
+      }
+    }
   }
 
   // The weight and bias gradients together (Note [The bias gradient inside the weight

@@ -3,12 +3,14 @@
 // first NaN winning for good, padding never chosen. The kernel has a separable fast path
 // (windows that tile the rows) and a window-at-a-time path; geometries below exercise both,
 // on data with many ties so the tie order is checked, not just the values. Its backward is
-// checked the same way: each window's gradient added onto the winner.
+// checked the same way: each window's gradient added onto the winner. The kernels that pool
+// oneDNN's channel-blocked layout (compiled steps) are checked against the plain ones.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
+#include "core/cpu/cpu_kernels.h"
 #include "core/ops/conv.h"
 #include "kiln.h"
 
@@ -129,6 +131,65 @@ TEST_P(MaxPoolKernel, BackwardAddsEachWindowsGradientOntoItsWinner) {
     for (std::int64_t i = 0; i < got.numel(); ++i) {
       EXPECT_NEAR(got.data_ptr<double>()[i], want[static_cast<std::size_t>(i)], tolerance)
           << c.name << " element " << i << " (" << dtype_name(dtype) << ")";
+    }
+  }
+}
+
+/// `x` [N, C, H, W] in oneDNN's channel-blocked layout of `block` lanes ([N, C/block, H, W,
+/// block], the last block zero-padded), and where that layout puts each element.
+std::pair<Tensor, ChannelBlockedLayout> channel_blocked(const Tensor& x, std::int64_t block) {
+  const std::int64_t n = x.sizes()[0], c = x.sizes()[1], h = x.sizes()[2], w = x.sizes()[3];
+  const std::int64_t padded = (c + block - 1) / block * block;
+  const Tensor plain = zeros({n, padded, h, w}, TensorOptions().dtype(x.dtype()));
+  plain.narrow(1, 0, c).copy_(x);
+  const Tensor blocked = plain.view({n, padded / block, block, h, w}).permute({0, 1, 3, 4, 2}).contiguous();
+  return {blocked.view({-1}), ChannelBlockedLayout{block, padded * h * w, block * h * w, block * w, block, blocked.numel()}};
+}
+
+TEST_P(MaxPoolKernel, TheChannelBlockedKernelsAreThePlainOnesBitForBit) {
+  // Note [A convolution's blocked output pooled where it lies]: the same values, indices and
+  // gradients as the NCHW kernels, with a channel count that leaves the last block padded.
+  const PoolCase c = GetParam();
+  const std::int64_t n = 2, channels = 20;
+  manual_seed(9);
+  const Im2ColGeometry g = ops::im2col_geometry({n, channels, c.h, c.w}, {c.kh, c.kw}, {c.dh, c.dw}, {c.ph, c.pw}, {c.sh, c.sw});
+  for (const DType dtype : {kFloat64, kFloat32, kBFloat16}) {
+    // Ties, zeros and negatives (relu's backward stops at a window whose value is not positive), and NaNs.
+    Tensor x = randint(-1, 3, {n, channels, c.h, c.w}).to(dtype);
+    for (std::int64_t i = 11; i < x.numel(); i += 37) x.view({-1}).narrow(0, i, 1).fill_(std::nan(""));
+    const TensorOptions options = TensorOptions().dtype(dtype);
+    const Tensor values = empty({n, channels, g.out_h, g.out_w}, options);
+    const Tensor indices = empty({n, channels, g.out_h, g.out_w}, TensorOptions().dtype(kInt64));
+    cpu::max_pool2d_kernel(values, indices, x, g);
+    const Tensor grad_output = randn(values.sizes()).to(dtype);
+    for (const std::int64_t block : {8, 16}) {
+      const auto [blocked, layout] = channel_blocked(x, block);
+      const std::string what = std::string(c.name) + ", " + dtype_name(dtype) + ", block " + std::to_string(block);
+      // Of x, and of relu(x) with relu applied as the kernel reads (a convolution's fused relu).
+      for (const bool relu : {false, true}) {
+        const Tensor want_values = empty_like(values), want_indices = empty_like(indices);
+        cpu::max_pool2d_kernel(want_values, want_indices, relu ? x.relu() : x, g);
+        const Tensor got_values = empty_like(values), got_indices = empty_like(indices);
+        cpu::max_pool2d_channel_blocked_kernel(got_values, got_indices, blocked, layout, g, relu);
+        const Tensor nan = want_values.ne(want_values);
+        EXPECT_GT(nan.sum().item<double>(), 0) << what;
+        EXPECT_TRUE(equal(got_values.ne(got_values), nan)) << what << (relu ? ", relu" : "");
+        EXPECT_TRUE(equal(got_values.masked_fill(nan, 0.0), want_values.masked_fill(nan, 0.0)))
+            << what << (relu ? ", relu" : "");
+        EXPECT_TRUE(equal(got_indices, want_indices)) << what << (relu ? ", relu" : "");
+      }
+      for (const bool relu : {true, false}) {
+        const Tensor plain_grad = empty_like(x);
+        if (relu) {
+          cpu::max_pool2d_backward_relu_kernel(plain_grad, grad_output, indices, values);
+        } else {
+          cpu::max_pool2d_backward_kernel(plain_grad, grad_output, indices);
+        }
+        const Tensor got_grad = full({layout.elements}, 7.0, options);  // the kernel writes every lane
+        cpu::max_pool2d_backward_relu_channel_blocked_kernel(got_grad, layout, grad_output, indices,
+                                                             relu ? values : Tensor(), g);
+        EXPECT_TRUE(equal(got_grad, channel_blocked(plain_grad, block).first)) << what << (relu ? ", relu" : "");
+      }
     }
   }
 }
