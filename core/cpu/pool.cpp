@@ -275,17 +275,29 @@ template <int B, class T>
 void unpool_channel_block(T* block, const T* grad, const T* values, const std::int64_t* indices, std::int64_t lanes,
                           std::int64_t height, std::int64_t width, std::int64_t plane_out,
                           const ChannelBlockedLayout& layout) {
-  for (std::int64_t y = 0; y < height; ++y) {
-    for (std::int64_t x = 0; x < width; ++x) std::fill_n(block + block_offset(layout, y, x), B, T(0));
-  }
   const std::int64_t plane_in = height * width;
+  // Rows that follow each other with no gap (oneDNN's dense nChw16c) make the block one run,
+  // and a position's offset its index times the lane stride: no division per element.
+  const bool dense = layout.stride_h == width * layout.stride_w && layout.stride_w == B;
+  if (dense) {
+    std::fill_n(block, plane_in * B, T(0));
+  } else {
+    for (std::int64_t y = 0; y < height; ++y) {
+      for (std::int64_t x = 0; x < width; ++x) std::fill_n(block + block_offset(layout, y, x), B, T(0));
+    }
+  }
   for (std::int64_t l = 0; l < lanes; ++l) {
+    const T* g = grad + l * plane_out;
+    const T* value = values != nullptr ? values + l * plane_out : nullptr;
+    const std::int64_t* winner = indices + l * plane_out;
     for (std::int64_t o = 0; o < plane_out; ++o) {
-      const std::int64_t at = indices[l * plane_out + o];
+      const std::int64_t at = winner[o];
       KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
-      if (values != nullptr && to_op_math(values[l * plane_out + o]) <= 0) continue;  // threshold_backward's test
-      T& e = block[block_offset(layout, at / width, at % width) + l];
-      e = from_op_math<T>(to_op_math(e) + to_op_math(grad[l * plane_out + o]));
+      // threshold_backward's test, without a branch (relu makes it a coin flip): a window it
+      // stops adds +0, which leaves every element as it was (each starts at +0, so none is -0).
+      const bool passes = value == nullptr || !(to_op_math(value[o]) <= 0);
+      T& e = block[(dense ? at * B : block_offset(layout, at / width, at % width)) + l];
+      e = from_op_math<T>(to_op_math(e) + select(passes, to_op_math(g[o]), OpMath<T>(0)));
     }
   }
 }
