@@ -37,6 +37,7 @@ bool onednn_has_bf16();
 struct OneDnnStats {
   std::int64_t primitives_created = 0;  // JIT-compiled kernels, one per shape (Note [The primitive cache])
   std::int64_t fallbacks = 0;           // calls handed to the Eigen route: no oneDNN kernel for the shape
+  std::int64_t reorders = 0;            // layout changes at op boundaries (Note [Layouts at op boundaries])
 };
 /// Counters of the oneDNN route since the program started (zeros without oneDNN).
 OneDnnStats onednn_stats();

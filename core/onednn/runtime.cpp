@@ -32,6 +32,7 @@ void require_optimised(const dnnl::primitive_desc_base& pd) {
 
 std::atomic<std::int64_t> g_primitives_created{0};
 std::atomic<std::int64_t> g_fallbacks{0};
+std::atomic<std::int64_t> g_reorders{0};
 
 struct KeyHash {
   std::size_t operator()(const Key& key) const {
@@ -239,12 +240,14 @@ void Prepared::execute(std::initializer_list<std::pair<int, void*>> pointers,
     } else {
       reorders_[i]->primitive.execute(
           s, with_scratchpad(reorders_[i]->scratchpad_bytes, {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, wanted}}));
+      g_reorders.fetch_add(1, std::memory_order_relaxed);
     }
   }
   primitive_.execute(s, with_scratchpad(scratchpad_bytes_, args));
   for (const auto& [i, plain] : outputs_to_copy_back) {
     reorders_[i]->primitive.execute(
         s, with_scratchpad(reorders_[i]->scratchpad_bytes, {{DNNL_ARG_FROM, args[arguments_[i].id]}, {DNNL_ARG_TO, plain}}));
+    g_reorders.fetch_add(1, std::memory_order_relaxed);
   }
   s.wait();
 }
@@ -335,6 +338,8 @@ bool onednn_has_bf16() {
   return has;
 }
 
-OneDnnStats onednn_stats() { return {onednn::g_primitives_created.load(), onednn::g_fallbacks.load()}; }
+OneDnnStats onednn_stats() {
+  return {onednn::g_primitives_created.load(), onednn::g_fallbacks.load(), onednn::g_reorders.load()};
+}
 
 }  // namespace kiln::backends

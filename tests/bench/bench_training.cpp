@@ -48,6 +48,7 @@ class StepCounters {
     const backends::OneDnnStats onednn = backends::onednn_stats();
     state.counters["primitives_built/step"] = per_step(onednn.primitives_created - onednn_.primitives_created);
     state.counters["fallbacks/step"] = per_step(onednn.fallbacks - onednn_.fallbacks);
+    state.counters["reorders/step"] = per_step(onednn.reorders - onednn_.reorders);
     state.counters["cache_misses/step"] = per_step(cpu_allocator_stats().cache_misses - cache_.cache_misses);
     state.counters["allocations/step"] = per_step(cpu_allocator_stats().allocations - cache_.allocations);
   }
