@@ -147,8 +147,8 @@ std::pair<Tensor, ChannelBlockedLayout> channel_blocked(const Tensor& x, std::in
 }
 
 TEST_P(MaxPoolKernel, TheChannelBlockedKernelsAreThePlainOnesBitForBit) {
-  // Note [A convolution's blocked output pooled where it lies]: the same values, indices and
-  // gradients as the NCHW kernels, with a channel count that leaves the last block padded.
+  // The same values, indices and gradients as the NCHW kernels (Note [A convolution's blocked
+  // output pooled where it lies]), with a channel count that leaves the last block padded.
   const PoolCase c = GetParam();
   const std::int64_t n = 2, channels = 20;
   manual_seed(9);
