@@ -28,6 +28,7 @@
 
 #include "core/tensor.h"
 #include "nn/hooks.h"
+#include "nn/named_tensors.h"
 
 namespace kiln::nn {
 
@@ -163,9 +164,9 @@ class Module {
 
   // --- traversal (registration order, depth first, dotted names) --------------------------------
   TensorList parameters(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true) const;
   TensorList buffers(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     return children_;

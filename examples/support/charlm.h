@@ -209,7 +209,7 @@ class TransformerCharModel : public CharModel {
     token = register_module("token", std::make_shared<nn::Embedding>(s.vocab, s.width));
     position = register_module("position", std::make_shared<nn::Embedding>(s.context, s.width));
     encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(
-                                             nn::TransformerEncoderLayerOptions{.d_model = s.width,
+                                             nn::TransformerEncoderLayerArgs{.d_model = s.width,
                                                                                 .nhead = s.heads,
                                                                                 .dim_feedforward = 4 * s.width,
                                                                                 .dropout = s.dropout,

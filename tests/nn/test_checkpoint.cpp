@@ -96,7 +96,7 @@ TEST_F(Checkpoint, SequentialRefusesMoreSegmentsThanModules) {
 TEST_F(Checkpoint, TransformerEncoderLayersCheckpointedOneByOneEqualThePlainRun) {
   manual_seed(0);
   auto encoder = std::make_shared<nn::TransformerEncoder>(
-      nn::TransformerEncoderLayerOptions{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.2}, 3);
+      nn::TransformerEncoderLayerArgs{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.2}, 3);
   // [L = 4, N = 4, E = 8] under a causal mask.
   const Tensor mask = nn::generate_square_subsequent_mask(4);
   const Outcome plain = run(*encoder, [&](const Tensor& x) { return (*encoder)(x.view({4, 4, 8}), mask); });
