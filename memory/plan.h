@@ -55,6 +55,11 @@ namespace kiln::memory {
 // what autograd saved for backward, and the outputs); gradients (made by backward and alive
 // when it ended); optimizer state (made by step() and alive after it); and temporaries
 // (everything else: alive only inside the phase that made them).
+// The step is `loss = loss_fn(model(x), y); loss.backward(); ...`: the model's output dies once
+// the loss is computed, as in Python. A C++ step that holds it longer peaks above its plan:
+// a named `output`, or `loss_fn(model(x), y).backward()`, whose temporaries live to the
+// end of the full expression, keep the output through backward (for a language model, the
+// [batch, context, vocab] logits at the step's peak).
 // What it cannot see: memory that kernels take outside Kiln's allocator (oneDNN's, cuDNN's and
 // cuBLAS's own workspaces, when they are not given one), and kernel-internal scratch buffers of
 // the target route that the meta device skips (see docs/internals.md, "Where the memory goes").

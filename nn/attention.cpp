@@ -22,7 +22,7 @@ namespace {
 /// member that needs them, so the checks run before anything divides by num_heads or allocates
 /// 3 * embed_dim rows. PyTorch's checks and texts; a TransformerEncoderLayer's nhead arrives
 /// here too (train_charlm --heads 0 died of SIGFPE, issue 31).
-std::int64_t checked_head_dim(std::int64_t embed_dim, std::int64_t num_heads, const MultiheadAttentionOptions& o) {
+std::int64_t checked_head_dim(std::int64_t embed_dim, std::int64_t num_heads, const MultiheadAttentionArgs& o) {
   KILN_CHECK_VALUE(embed_dim > 0 && num_heads > 0, "embed_dim and num_heads must be greater than 0, got embed_dim=",
                    embed_dim, " and num_heads=", num_heads, " instead");
   KILN_CHECK_VALUE(embed_dim % num_heads == 0, "embed_dim must be divisible by num_heads (got embed_dim=", embed_dim,
@@ -36,7 +36,7 @@ std::int64_t checked_head_dim(std::int64_t embed_dim, std::int64_t num_heads, co
 }  // namespace
 
 MultiheadAttention::MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads,
-                                       const MultiheadAttentionOptions& options)
+                                       const MultiheadAttentionArgs& options)
     : Module("MultiheadAttention"),
       embed_dim(embed_dim),
       num_heads(num_heads),

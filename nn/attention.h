@@ -16,10 +16,41 @@
 
 namespace kiln::nn {
 
-struct MultiheadAttentionOptions {
+/// The keyword arguments, for designated initializers (in this declaration order):
+/// MultiheadAttention(256, 4, {.dropout = 0.1, .batch_first = true}).
+struct MultiheadAttentionArgs {
   double dropout = 0.0;      // on the attention weights, in training
   bool bias = true;          // in_proj_bias and out_proj.bias
   bool batch_first = false;  // [batch, seq, feature] instead of [seq, batch, feature]
+};
+
+/// LibTorch's fluent form, the sizes first and the setters in any order:
+/// MultiheadAttention(MultiheadAttentionOptions(256, 4).batch_first(true).dropout(0.1)). A
+/// class, not an aggregate: `MultiheadAttentionOptions(256, 4)` of an aggregate whose first
+/// field is `dropout` would compile, as C++20's parenthesized aggregate initialization, to a
+/// dropout of 256.
+class MultiheadAttentionOptions {
+ public:
+  MultiheadAttentionOptions(std::int64_t embed_dim, std::int64_t num_heads)
+      : embed_dim_(embed_dim), num_heads_(num_heads) {}
+  MultiheadAttentionOptions& dropout(double value) { return set(args_.dropout, value); }
+  MultiheadAttentionOptions& bias(bool value) { return set(args_.bias, value); }
+  MultiheadAttentionOptions& batch_first(bool value) { return set(args_.batch_first, value); }
+  std::int64_t embed_dim() const { return embed_dim_; }
+  std::int64_t num_heads() const { return num_heads_; }
+  double dropout() const { return args_.dropout; }
+  bool bias() const { return args_.bias; }
+  bool batch_first() const { return args_.batch_first; }
+  const MultiheadAttentionArgs& args() const { return args_; }
+
+ private:
+  template <class T>
+  MultiheadAttentionOptions& set(T& field, T value) {
+    field = value;
+    return *this;
+  }
+  std::int64_t embed_dim_, num_heads_;
+  MultiheadAttentionArgs args_;
 };
 
 /// The optional arguments of a call, in PyTorch's positional order, to name as keywords:
@@ -33,7 +64,9 @@ struct MultiheadAttentionForwardOptions {
 
 class MultiheadAttention : public Module {
  public:
-  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads, const MultiheadAttentionOptions& options = {});
+  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads, const MultiheadAttentionArgs& options = {});
+  explicit MultiheadAttention(const MultiheadAttentionOptions& options)
+      : MultiheadAttention(options.embed_dim(), options.num_heads(), options.args()) {}
   /// PyTorch's: xavier_uniform_ in_proj_weight, zero biases (out_proj.weight keeps Linear's).
   void reset_parameters();
 
@@ -73,7 +106,7 @@ class MultiheadAttention : public Module {
   std::string extra_repr() const override;
 
   const std::int64_t embed_dim, num_heads, head_dim;
-  const MultiheadAttentionOptions options;
+  const MultiheadAttentionArgs options;
   Tensor& in_proj_weight;
   Tensor& in_proj_bias;  // undefined without bias
   std::shared_ptr<Linear> out_proj;

@@ -40,8 +40,9 @@ std::vector<std::size_t> requiring_grad(const TensorList& tensors) {
 
 }  // namespace
 
-BackwardHook::BackwardHook(Module& module, std::vector<FullBackwardHook> hooks)
-    : module_(module), hooks_(std::move(hooks)) {}
+BackwardHook::BackwardHook(Module& module, std::vector<FullBackwardHook> hooks,
+                           std::vector<FullBackwardPreHook> pre_hooks)
+    : module_(module), hooks_(std::move(hooks)), pre_hooks_(std::move(pre_hooks)) {}
 
 TensorList BackwardHook::setup_input_hook(TensorList args) {
   n_inputs_ = args.size();
@@ -76,6 +77,15 @@ TensorList BackwardHook::scatter(const std::vector<std::size_t>& indices, const 
 
 TensorList BackwardHook::on_grad_output(TensorList grads) {
   grad_outputs_ = scatter(output_indices_, grads, n_outputs_);
+  for (const FullBackwardPreHook& hook : pre_hooks_) {
+    std::optional<TensorList> result = hook(module_, *grad_outputs_);
+    if (!result) continue;
+    KILN_CHECK(result->size() == n_outputs_, "Backward pre hook returned an invalid number of grad_output, got ",
+               result->size(), ", but expected ", n_outputs_);
+    grad_outputs_ = std::move(*result);
+  }
+  // What flows on into the module: grad_output as the pre-hooks left it.
+  for (std::size_t k = 0; k < output_indices_.size(); ++k) grads[k] = (*grad_outputs_)[output_indices_[k]];
   if (input_indices_.empty()) {
     // No input requires grad, so no input node will run: the hooks run here.
     const TensorList grad_inputs(n_inputs_);

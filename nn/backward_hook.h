@@ -18,7 +18,9 @@ namespace kiln::nn {
 // setup_input_hook passes the tensors that require grad through an identity node; after
 // forward (and the forward hooks), setup_output_hook passes the results through another.
 // In backward the output node runs first, since everything the module computed depends on
-// it: it keeps the incoming gradients as grad_output. The input node runs last, once every
+// it: it keeps the incoming gradients as grad_output, after the full backward pre-hooks (in
+// order, each able to replace grad_output, which is then what flows into the module's own
+// nodes) have seen them. The input node runs last, once every
 // node of the module has run: its incoming gradients are grad_input, and the user's hooks
 // run there, in registration order, each one able to replace grad_input. So hooks fire in
 // the order backward finishes modules: the last layer first, a container after all of its
@@ -27,10 +29,11 @@ namespace kiln::nn {
 //    run at the output node, with every grad_input undefined, and may not replace it;
 //  - no output received a gradient: the hooks do not run.
 // The hooks registered when the module was called are the ones that run; one removed later
-// still runs for that call, as in PyTorch.
+// still runs for that call, as in PyTorch. Global hooks (register_module_full_backward_hook,
+// register_module_full_backward_pre_hook) come first in each list.
 class BackwardHook : public std::enable_shared_from_this<BackwardHook> {
  public:
-  BackwardHook(Module& module, std::vector<FullBackwardHook> hooks);
+  BackwardHook(Module& module, std::vector<FullBackwardHook> hooks, std::vector<FullBackwardPreHook> pre_hooks);
 
   /// Wraps the arguments that require grad (when grad mode is on); returns the arguments.
   TensorList setup_input_hook(TensorList args);
@@ -51,6 +54,7 @@ class BackwardHook : public std::enable_shared_from_this<BackwardHook> {
 
   Module& module_;
   std::vector<FullBackwardHook> hooks_;
+  std::vector<FullBackwardPreHook> pre_hooks_;
   std::size_t n_inputs_ = 0;
   std::size_t n_outputs_ = 0;
   std::vector<std::size_t> input_indices_;   // arguments wrapped (empty: none required grad)

@@ -79,55 +79,71 @@ class CheckpointFrame {
  public:
   CheckpointFrame(CheckpointFunction fn, const TensorList& inputs, bool preserve_rng_state)
       : fn_(std::move(fn)),
+        inputs_(inputs),
         random_state_(preserve_rng_state ? std::optional(RandomState::now(any_on_cuda(inputs))) : std::nullopt),
         cpu_autocast_(AutocastState::of(DeviceType::CPU)),
         cuda_autocast_(AutocastState::of(DeviceType::CUDA)) {
-    // For the recomputation, new leaves over the inputs' memory: it must not reach back into
-    // the graph that made them (PyTorch detaches them the same way). The first run takes the
-    // inputs themselves, so that its graph leads back to them.
-    for (const Tensor& t : inputs) inputs_.push_back(t.defined() ? t.as_leaf(t.requires_grad()) : t);
+    // For a first-order recomputation, new leaves over the inputs' memory: it must not reach
+    // back into the graph that made them (PyTorch detaches them the same way). The first run
+    // and a recomputation under create_graph take the inputs themselves, so that their graphs
+    // lead back to them.
+    for (const Tensor& t : inputs) leaf_inputs_.push_back(t.defined() ? t.as_leaf(t.requires_grad()) : t);
   }
 
   /// pack: the saved tensor is dropped; its position in saving order is kept.
   std::any pack(const Tensor&) { return std::any(saved_count_++); }
 
-  /// unpack: the tensor saved `index`-th, recomputing the region the first time.
+  /// unpack: the tensor saved `index`-th, recomputing the region the first time (and again
+  /// when a backward with create_graph follows one without: that needs the graph).
   Tensor unpack(const std::any& index) {
-    if (!recomputed_) recompute();
+    // The engine runs a node's backward with grad mode on exactly when create_graph is set.
+    const bool create_graph = is_grad_enabled();
+    if (!recomputed_ || (create_graph && !recomputed_with_graph_)) recompute(create_graph);
     return (*recomputed_)[std::any_cast<std::size_t>(index)];
   }
 
   TensorList run_first_time(const TensorList& inputs) { return fn_(inputs); }
 
  private:
-  void recompute() {
+  /// See Note [Double backward through a checkpoint].
+  void recompute(bool create_graph) {
     auto saved = std::make_shared<TensorList>();
     {
-      autograd::SavedTensorsHooksGuard keep_all({
-          // Detached: a recomputed tensor that kept its grad_fn would hold the recomputation's
-          // graph, whose saved variables hold these hooks, which hold the list: a cycle.
-          .pack = [saved](const Tensor& t) { saved->push_back(t.detach()); return std::any(saved->size() - 1); },
-          .unpack = [saved](const std::any& index) { return (*saved)[std::any_cast<std::size_t>(index)]; },
-      });
+      autograd::SavedTensorsHooks keep;
+      if (create_graph) {
+        // The recomputation's own nodes keep their tensors (pack returns the tensor), so the
+        // list is only filled here, through a pointer that does not outlive this scope.
+        keep.pack = [list = saved.get()](const Tensor& t) { list->push_back(t); return std::any(t); };
+        keep.unpack = [](const std::any& packed) { return std::any_cast<Tensor>(packed); };
+      } else {
+        // Detached: a recomputed tensor that kept its grad_fn would hold the recomputation's
+        // graph, whose saved variables hold these hooks, which hold the list: a cycle.
+        keep.pack = [saved](const Tensor& t) { saved->push_back(t.detach()); return std::any(saved->size() - 1); };
+        keep.unpack = [saved](const std::any& index) { return (*saved)[std::any_cast<std::size_t>(index)]; };
+      }
+      autograd::SavedTensorsHooksGuard keep_all(std::move(keep));
       RandomStateGuard same_random(random_state_);
       amp::autocast cpu(DeviceType::CPU, cpu_autocast_.enabled, cpu_autocast_.dtype);
       amp::autocast cuda(DeviceType::CUDA, cuda_autocast_.enabled, cuda_autocast_.dtype);
       EnableGradGuard grad;
-      (void)fn_(inputs_);
+      (void)fn_(create_graph ? inputs_ : leaf_inputs_);
     }
     KILN_CHECK(saved->size() == saved_count_,
                "torch.utils.checkpoint: A different number of tensors was saved during the original forward and "
                "recomputation.\nNumber of tensors saved during forward: ",
                saved_count_, "\nNumber of tensors saved during recomputation: ", saved->size());
     recomputed_ = std::move(saved);
+    recomputed_with_graph_ = create_graph;
   }
 
   CheckpointFunction fn_;
-  TensorList inputs_;
+  TensorList inputs_;       // as given: the recomputation under create_graph runs on them
+  TensorList leaf_inputs_;  // new leaves over their memory: a first-order recomputation's
   std::optional<RandomState> random_state_;  // none without preserve_rng_state
   AutocastState cpu_autocast_, cuda_autocast_;
   std::size_t saved_count_ = 0;
   std::shared_ptr<TensorList> recomputed_;  // null until backward first needs it
+  bool recomputed_with_graph_ = false;
 };
 
 }  // namespace

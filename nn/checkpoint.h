@@ -39,10 +39,24 @@ namespace kiln::nn {
 //  - autocast is recomputed in the state the first run had;
 //  - parameters used inside fn get their gradients through the ordinary graph: no input list
 //    needs to name them;
-//  - under no_grad, checkpoint just calls fn.
+//  - under no_grad, checkpoint just calls fn;
+//  - double backward (autograd::grad with create_graph) works: see the Note below.
 // The cost is one more forward of fn per backward. What stays alive from each region is its
 // inputs (kept for the recomputation) and its outputs; the recomputed tensors live until
 // backward has used them.
+
+// Note [Double backward through a checkpoint]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A first-order backward needs the recomputed values only, so the recomputation runs on new
+// leaves over the inputs' memory and keeps detached tensors: nothing of its graph survives it.
+// Under create_graph the gradient formulas are themselves differentiated, through the saved
+// tensors they read; detached ones would silently drop those terms (d/dx of x * x would come
+// out as x instead of 2x). So a backward with create_graph recomputes on the inputs themselves
+// and keeps the recomputed tensors with their graph, which leads back to the inputs as the
+// first run's did: the second-order gradients are the plain run's. The recomputation's own
+// nodes then keep their saved tensors as any node does (its hooks hold no list of them: that
+// list, reaching tensors made after a node, would make a cycle through the node). A backward
+// with create_graph after a first-order one recomputes again, with the graph.
 
 using CheckpointFunction = std::function<TensorList(const TensorList& inputs)>;
 

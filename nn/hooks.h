@@ -12,9 +12,11 @@
 // Hooks see a module's tensor arguments and results as lists, in the order of its forward's
 // parameters (an undefined Tensor where an optional one was not given). They fire only when
 // the module is called through operator() (see Note [Module calls] in nn/module.h).
+// Global hooks (register_module_forward_hook, ...) fire for every module, before its own.
 // Read next: nn/backward_hook.h (how grad_input and grad_output are caught).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -42,23 +44,55 @@ using ForwardHook =
 /// grad_input. An entry is undefined where its tensor had no gradient.
 using FullBackwardHook = std::function<std::optional<TensorList>(Module& module, const TensorList& grad_input,
                                                                  const TensorList& grad_output)>;
+/// Runs in backward once the gradients of the module's outputs are known (before any of the
+/// module's own nodes run); returning a list replaces grad_output, which then flows into the
+/// module.
+using FullBackwardPreHook = std::function<std::optional<TensorList>(Module& module, const TensorList& grad_output)>;
 
-/// A module's registered hooks, each list in registration order. A module holds none of this
+// PyTorch's keyword arguments of the register_* calls, as designated initializers:
+// `m.register_forward_hook(h, {.prepend = true, .always_call = true})`. PyTorch's
+// `with_kwargs` has no counterpart: a C++ forward has no keyword arguments, and the tensors a
+// module takes as options (a mask in MultiheadAttentionForwardOptions) are already in the
+// hooks' argument list, in forward's parameter order.
+struct HookOptions {
+  bool prepend = false;  // run before the hooks already registered, not after them
+};
+struct ForwardHookOptions {
+  bool prepend = false;
+  bool always_call = false;  // run even when forward (or an earlier hook) throws
+};
+struct GlobalForwardHookOptions {
+  bool always_call = false;
+};
+
+/// A module's registered hooks, each list in the order they run. A module holds none of this
 /// until its first hook is registered (Module::hooks_ stays null, and a call pays one branch).
 struct ModuleHooks {
   template <class Hook>
   struct Entry {
     int id;
     Hook fn;
+    bool always_call = false;  // forward hooks only
   };
   std::vector<Entry<ForwardPreHook>> forward_pre;
   std::vector<Entry<ForwardHook>> forward;
   std::vector<Entry<FullBackwardHook>> backward;
-  int next_id = 0;
+  std::vector<Entry<FullBackwardPreHook>> backward_pre;
 
-  bool empty() const { return forward_pre.empty() && forward.empty() && backward.empty(); }
+  bool empty() const { return forward_pre.empty() && forward.empty() && backward.empty() && backward_pre.empty(); }
   /// Removes the hook `id` from whichever list holds it.
   void remove(int id);
+  /// Puts `hook` first (prepend) or last in `list`, under a new id, and returns the id.
+  template <class Hook>
+  static int add(std::vector<Entry<Hook>>& list, Hook hook, bool prepend, bool always_call = false) {
+    const int id = next_id();
+    Entry<Hook> entry{id, std::move(hook), always_call};
+    if (prepend) list.insert(list.begin(), std::move(entry));
+    else list.push_back(std::move(entry));
+    return id;
+  }
+  /// Ids are unique across every module and the global hooks, as PyTorch's RemovableHandle ids.
+  static int next_id();
 };
 
 }  // namespace kiln::nn
@@ -79,4 +113,50 @@ auto returning_optional(Hook hook) {
   };
 }
 
+
+/// True while some global module hook is registered: Module::operator() tests this beside its
+/// own hooks, a relaxed load on the path of every call (Note [Module calls]).
+inline std::atomic<bool> g_global_module_hooks{false};
+inline bool global_module_hooks_registered() { return g_global_module_hooks.load(std::memory_order_relaxed); }
+/// The global hooks now, copied (empty when none is registered).
+nn::ModuleHooks global_module_hooks();
+nn::RemovableHandle add_global_forward_pre_hook(nn::ForwardPreHook hook);
+nn::RemovableHandle add_global_forward_hook(nn::ForwardHook hook, bool always_call);
+nn::RemovableHandle add_global_backward_hook(nn::FullBackwardHook hook);
+nn::RemovableHandle add_global_backward_pre_hook(nn::FullBackwardPreHook hook);
 }  // namespace kiln::detail
+
+namespace kiln::nn {
+
+// PyTorch's torch.nn.modules.module.register_module_*_hook: hooks every module's call runs,
+// before the module's own hooks of the same kind (in registration order among themselves).
+// The handle's remove() unregisters them.
+
+/// `hook(module, args)` before every module's forward; may return replacement args.
+template <class Hook>
+RemovableHandle register_module_forward_pre_hook(Hook hook) {
+  return detail::add_global_forward_pre_hook(
+      ForwardPreHook(detail::returning_optional<Hook, Module&, const TensorList&>(std::move(hook))));
+}
+/// `hook(module, args, output)` after every module's forward; may return a replacement output.
+template <class Hook>
+RemovableHandle register_module_forward_hook(Hook hook, GlobalForwardHookOptions options = {}) {
+  return detail::add_global_forward_hook(
+      ForwardHook(
+          detail::returning_optional<Hook, Module&, const TensorList&, const TensorList&>(std::move(hook))),
+      options.always_call);
+}
+/// `hook(module, grad_input, grad_output)` in every module's backward (Note [Full backward hooks]).
+template <class Hook>
+RemovableHandle register_module_full_backward_hook(Hook hook) {
+  return detail::add_global_backward_hook(FullBackwardHook(
+      detail::returning_optional<Hook, Module&, const TensorList&, const TensorList&>(std::move(hook))));
+}
+/// `hook(module, grad_output)` in every module's backward before its own nodes run.
+template <class Hook>
+RemovableHandle register_module_full_backward_pre_hook(Hook hook) {
+  return detail::add_global_backward_pre_hook(
+      FullBackwardPreHook(detail::returning_optional<Hook, Module&, const TensorList&>(std::move(hook))));
+}
+
+}  // namespace kiln::nn

@@ -154,8 +154,8 @@ TensorList Module::parameters(bool recurse) const {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
   for (const Slot& s : parameters_) {
     if (s.tensor->defined()) out.emplace_back(s.name, *s.tensor);
   }
@@ -173,8 +173,8 @@ TensorList Module::buffers(bool recurse) const {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
   for (const Slot& s : buffers_) {
     if (s.tensor->defined()) out.emplace_back(s.name, *s.tensor);
   }

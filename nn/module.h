@@ -28,6 +28,7 @@
 
 #include "core/tensor.h"
 #include "nn/hooks.h"
+#include "nn/named_tensors.h"
 
 namespace kiln::nn {
 
@@ -37,7 +38,9 @@ namespace kiln::nn {
 // __call__ runs the hooks around forward. So a module calls its children with `(*child)(x)`
 // (Sequential, the Transformer's layers, attention's projection), and hooks fire for every
 // module, containers included; code that calls forward() directly skips them, as in PyTorch.
-// A module with no hook pays one predictable branch on a null pointer per call. Modules whose
+// A module with no hook pays two predictable branches per call: its own hooks' null pointer
+// and a relaxed load of the flag that says a global hook (register_module_forward_hook, ...)
+// is registered. Modules whose
 // forward takes or returns several tensors (LSTM, MultiheadAttention, the Transformer's
 // layers, the cells, the losses' input and target) test has_hooks() in their own operator()
 // and hand call_with_hooks their tensors as a list. Implemented in nn/hooks.cpp.
@@ -100,33 +103,48 @@ class Module {
   virtual Tensor forward(const Tensor& input);
   /// Calls forward between this module's hooks. See Note [Module calls].
   Tensor operator()(const Tensor& input) {
-    if (!hooks_) [[likely]] return forward(input);
+    if (!has_hooks()) [[likely]] return forward(input);
     return call_with_hooks({input}, [this](const TensorList& args) { return TensorList{forward(args[0])}; })[0];
   }
 
   // --- hooks (nn/hooks.h) -----------------------------------------------------------------------
   /// `hook(module, args)` runs before each call's forward; it may return replacement args.
-  /// A hook may also return nothing (void): a hook that only looks.
+  /// A hook may also return nothing (void): a hook that only looks. `{.prepend = true}` runs
+  /// it before the hooks already registered.
   template <class Hook>
-  RemovableHandle register_forward_pre_hook(Hook hook) {
+  RemovableHandle register_forward_pre_hook(Hook hook, HookOptions options = {}) {
     return add_hook(&ModuleHooks::forward_pre,
-                    ForwardPreHook(detail::returning_optional<Hook, Module&, const TensorList&>(std::move(hook))));
+                    ForwardPreHook(detail::returning_optional<Hook, Module&, const TensorList&>(std::move(hook))),
+                    options.prepend);
   }
   /// `hook(module, args, output)` runs after each call's forward; it may return a replacement
-  /// output (as many tensors as forward returned).
+  /// output (as many tensors as forward returned). With `{.always_call = true}` it also runs
+  /// when forward or an earlier hook throws, with the output so far (empty when forward threw);
+  /// the exception then goes on, and one the hook throws itself becomes a warning.
   template <class Hook>
-  RemovableHandle register_forward_hook(Hook hook) {
+  RemovableHandle register_forward_hook(Hook hook, ForwardHookOptions options = {}) {
     return add_hook(&ModuleHooks::forward,
                     ForwardHook(detail::returning_optional<Hook, Module&, const TensorList&, const TensorList&>(
-                        std::move(hook))));
+                        std::move(hook))),
+                    options.prepend, options.always_call);
   }
   /// `hook(module, grad_input, grad_output)` runs in backward once the gradients of this call's
   /// inputs are computed; it may return a replacement grad_input. See Note [Full backward hooks].
   template <class Hook>
-  RemovableHandle register_full_backward_hook(Hook hook) {
+  RemovableHandle register_full_backward_hook(Hook hook, HookOptions options = {}) {
     return add_hook(&ModuleHooks::backward,
                     FullBackwardHook(detail::returning_optional<Hook, Module&, const TensorList&, const TensorList&>(
-                        std::move(hook))));
+                        std::move(hook))),
+                    options.prepend);
+  }
+  /// `hook(module, grad_output)` runs in backward once the gradients of this call's outputs are
+  /// known, before the module's own nodes; it may return a replacement grad_output, which is
+  /// what flows into the module. See Note [Full backward hooks].
+  template <class Hook>
+  RemovableHandle register_full_backward_pre_hook(Hook hook, HookOptions options = {}) {
+    return add_hook(&ModuleHooks::backward_pre,
+                    FullBackwardPreHook(detail::returning_optional<Hook, Module&, const TensorList&>(std::move(hook))),
+                    options.prepend);
   }
 
   // --- registration ---------------------------------------------------------------------------
@@ -146,9 +164,9 @@ class Module {
 
   // --- traversal (registration order, depth first, dotted names) --------------------------------
   TensorList parameters(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true) const;
   TensorList buffers(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     return children_;
@@ -204,9 +222,9 @@ class Module {
     bool persistent = true;
   };
 
-  /// True when some hook is registered: a module with its own operator() overloads tests this
-  /// and, when true, routes the call through call_with_hooks.
-  bool has_hooks() const { return hooks_ != nullptr; }
+  /// True when some hook is registered, on this module or globally: a module with its own
+  /// operator() overloads tests this and, when true, routes the call through call_with_hooks.
+  bool has_hooks() const { return hooks_ != nullptr || detail::global_module_hooks_registered(); }
   /// Runs `forward_fn(args)` between the hooks: forward pre-hooks, full backward hooks' input
   /// side, forward_fn, forward hooks, full backward hooks' output side. `args` and the result
   /// are the call's tensors in forward's parameter order (undefined where absent).
@@ -215,7 +233,7 @@ class Module {
   /// a cell's input and state): `forward_fn(a, b)`, between the hooks when there are any.
   template <class Forward>
   Tensor call_two_tensors(const Tensor& a, const Tensor& b, const Forward& forward_fn) {
-    if (!hooks_) [[likely]] return forward_fn(a, b);
+    if (!has_hooks()) [[likely]] return forward_fn(a, b);
     return call_with_hooks({a, b}, [&forward_fn](const TensorList& args) {
       return TensorList{forward_fn(args[0], args[1])};
     })[0];
@@ -223,10 +241,9 @@ class Module {
 
  private:
   template <class List, class Hook>
-  RemovableHandle add_hook(List ModuleHooks::*list, Hook hook) {
+  RemovableHandle add_hook(List ModuleHooks::*list, Hook hook, bool prepend, bool always_call = false) {
     if (!hooks_) hooks_ = std::make_shared<ModuleHooks>();
-    const int id = hooks_->next_id++;
-    (hooks_.get()->*list).push_back({id, std::move(hook)});
+    const int id = ModuleHooks::add(hooks_.get()->*list, std::move(hook), prepend, always_call);
     return RemovableHandle([registered = std::weak_ptr<ModuleHooks>(hooks_), id] {
       if (const auto hooks = registered.lock()) hooks->remove(id);
     });

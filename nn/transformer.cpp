@@ -12,13 +12,13 @@
 
 namespace kiln::nn {
 
-TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& o)
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerArgs& o)
     : Module("TransformerEncoderLayer"), options(o) {
   KILN_CHECK_VALUE(o.activation == "relu" || o.activation == "gelu", "activation should be relu/gelu, not ",
                    o.activation);
   self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(
                                                o.d_model, o.nhead,
-                                               MultiheadAttentionOptions{.dropout = o.dropout, .batch_first = o.batch_first}));
+                                               MultiheadAttentionArgs{.dropout = o.dropout, .batch_first = o.batch_first}));
   linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
   linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model));
@@ -29,7 +29,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOp
 }
 
 namespace {
-TransformerEncoderLayerOptions with_sizes(TransformerEncoderLayerOptions options, std::int64_t d_model,
+TransformerEncoderLayerArgs with_sizes(TransformerEncoderLayerArgs options, std::int64_t d_model,
                                           std::int64_t nhead) {
   options.d_model = d_model;
   options.nhead = nhead;
@@ -38,7 +38,7 @@ TransformerEncoderLayerOptions with_sizes(TransformerEncoderLayerOptions options
 }  // namespace
 
 TransformerEncoderLayer::TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead,
-                                                 TransformerEncoderLayerOptions options)
+                                                 TransformerEncoderLayerArgs options)
     : TransformerEncoderLayer(with_sizes(std::move(options), d_model, nhead)) {}
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding) {
@@ -60,7 +60,7 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
   return (*norm2)(x + feed_forward_block(x));
 }
 
-TransformerEncoder::TransformerEncoder(const TransformerEncoderLayerOptions& layer, std::int64_t num_layers,
+TransformerEncoder::TransformerEncoder(const TransformerEncoderLayerArgs& layer, std::int64_t num_layers,
                                        bool final_norm)
     : Module("TransformerEncoder"), num_layers(num_layers) {
   KILN_CHECK_VALUE(num_layers > 0, "TransformerEncoder: num_layers must be positive, got ", num_layers);

@@ -19,7 +19,10 @@
 
 namespace kiln::nn {
 
-struct TransformerEncoderLayerOptions {
+/// The arguments, for designated initializers (in this declaration order). d_model and nhead
+/// are here for TransformerEncoderLayer(args); TransformerEncoderLayer(d_model, nhead, {...})
+/// overrides them.
+struct TransformerEncoderLayerArgs {
   std::int64_t d_model = 512;
   std::int64_t nhead = 8;
   std::int64_t dim_feedforward = 2048;
@@ -30,13 +33,49 @@ struct TransformerEncoderLayerOptions {
   bool norm_first = false;
 };
 
+/// LibTorch's fluent form, the sizes first and the setters in any order:
+/// TransformerEncoderLayer(TransformerEncoderLayerOptions(256, 4).batch_first(true).dropout(0)).
+class TransformerEncoderLayerOptions {
+ public:
+  TransformerEncoderLayerOptions(std::int64_t d_model, std::int64_t nhead) {
+    args_.d_model = d_model;
+    args_.nhead = nhead;
+  }
+  TransformerEncoderLayerOptions& dim_feedforward(std::int64_t value) { return set(args_.dim_feedforward, value); }
+  TransformerEncoderLayerOptions& dropout(double value) { return set(args_.dropout, value); }
+  /// "relu" or "gelu".
+  TransformerEncoderLayerOptions& activation(std::string value) { return set(args_.activation, std::move(value)); }
+  TransformerEncoderLayerOptions& layer_norm_eps(double value) { return set(args_.layer_norm_eps, value); }
+  TransformerEncoderLayerOptions& batch_first(bool value) { return set(args_.batch_first, value); }
+  TransformerEncoderLayerOptions& norm_first(bool value) { return set(args_.norm_first, value); }
+  std::int64_t d_model() const { return args_.d_model; }
+  std::int64_t nhead() const { return args_.nhead; }
+  std::int64_t dim_feedforward() const { return args_.dim_feedforward; }
+  double dropout() const { return args_.dropout; }
+  const std::string& activation() const { return args_.activation; }
+  double layer_norm_eps() const { return args_.layer_norm_eps; }
+  bool batch_first() const { return args_.batch_first; }
+  bool norm_first() const { return args_.norm_first; }
+  const TransformerEncoderLayerArgs& args() const { return args_; }
+
+ private:
+  template <class T>
+  TransformerEncoderLayerOptions& set(T& field, T value) {
+    field = std::move(value);
+    return *this;
+  }
+  TransformerEncoderLayerArgs args_;
+};
+
 class TransformerEncoderLayer : public Module {
  public:
-  explicit TransformerEncoderLayer(const TransformerEncoderLayerOptions& options);
+  explicit TransformerEncoderLayer(const TransformerEncoderLayerArgs& options);
+  explicit TransformerEncoderLayer(const TransformerEncoderLayerOptions& options)
+      : TransformerEncoderLayer(options.args()) {}
   /// PyTorch's TransformerEncoderLayer(d_model, nhead, ...): the required arguments first, the
   /// rest as designated initializers ({.dim_feedforward = 64, .batch_first = true}); the
   /// options' own d_model and nhead are overridden.
-  TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead, TransformerEncoderLayerOptions options = {});
+  TransformerEncoderLayer(std::int64_t d_model, std::int64_t nhead, TransformerEncoderLayerArgs options = {});
   /// `src_mask` [L, S] or [N * nhead, L, S] (bool: true = not allowed; float: added);
   /// `src_key_padding_mask` [N, S] (true = padding).
   Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {});
@@ -50,7 +89,7 @@ class TransformerEncoderLayer : public Module {
     })[0];
   }
 
-  const TransformerEncoderLayerOptions options;
+  const TransformerEncoderLayerArgs options;
   std::shared_ptr<MultiheadAttention> self_attn;
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<Dropout> dropout, dropout1, dropout2;
@@ -65,7 +104,7 @@ class TransformerEncoderLayer : public Module {
 /// final LayerNorm.
 class TransformerEncoder : public Module {
  public:
-  TransformerEncoder(const TransformerEncoderLayerOptions& layer, std::int64_t num_layers, bool final_norm = false);
+  TransformerEncoder(const TransformerEncoderLayerArgs& layer, std::int64_t num_layers, bool final_norm = false);
   /// PyTorch's TransformerEncoder(encoder_layer, num_layers): every layer starts as a copy of
   /// `layer` (options, weights, device, dtype, training mode), and later trains on its own.
   /// Making the copies draws no random numbers, as PyTorch's deepcopy draws none.

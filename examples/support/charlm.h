@@ -209,7 +209,7 @@ class TransformerCharModel : public CharModel {
     token = register_module("token", std::make_shared<nn::Embedding>(s.vocab, s.width));
     position = register_module("position", std::make_shared<nn::Embedding>(s.context, s.width));
     encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(
-                                             nn::TransformerEncoderLayerOptions{.d_model = s.width,
+                                             nn::TransformerEncoderLayerArgs{.d_model = s.width,
                                                                                 .nhead = s.heads,
                                                                                 .dim_feedforward = 4 * s.width,
                                                                                 .dropout = s.dropout,
@@ -412,11 +412,19 @@ inline double validation_bpc(CharModel& model, const CharCorpus& corpus, const C
   return total / static_cast<double>(seen) * kBitsPerNat;
 }
 
+/// The mean cross-entropy of logits [B, T, vocab] against next characters y [B, T].
+inline Tensor next_character_loss(const Tensor& logits, const Tensor& y) {
+  return cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+}
+
 /// One optimizer step on next-character targets y [B, T] for inputs x [B, T], the gradient's
 /// norm clipped to `clip`; returns the mean cross-entropy (nats) before the step.
 inline Tensor train_step(CharModel& model, optim::Optimizer& optimizer, const Tensor& x, const Tensor& y, double clip) {
-  const Tensor logits = model.forward(x);
-  const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+  // The logits die with the loss's expression, before backward, as they do in PyTorch's
+  // `loss_fn(model(x), y).backward()`: a named `logits` (or a temporary of backward()'s own
+  // full expression) would hold [B, T, vocab] through backward, whose peak it raises, and
+  // which memory::plan's step does not hold (Note [Planning on the meta device]).
+  const Tensor loss = next_character_loss(model.forward(x), y);
   optimizer.zero_grad();
   loss.backward();
   optim::clip_grad_norm_(model.parameters(), clip);

@@ -228,7 +228,7 @@ TEST(ScaledDotProductAttention, AMaskOfAnotherFloatingDtypeIsPyTorchsError) {
 }
 
 TEST(TransformerEncoder, MatchesPyTorchPostNormAndPreNorm) {
-  nn::TransformerEncoderLayerOptions o{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.0,
+  nn::TransformerEncoderLayerArgs o{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.0,
                                        .batch_first = true};
   nn::TransformerEncoder post(o, 2);
   EXPECT_EQ(post.state_dict().keys(), ref::encoder_keys);

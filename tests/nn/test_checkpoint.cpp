@@ -1,7 +1,8 @@
 // tests/nn/test_checkpoint.cpp — activation checkpointing (nn::checkpoint,
 // nn::checkpoint_sequential): gradients equal to the plain run's bit for bit, with dropout
 // drawing the same masks in the recomputation, the random stream left where the plain run
-// leaves it, autocast recomputed as it ran, and what is (not) kept for backward.
+// leaves it, autocast recomputed as it ran, what is (not) kept for backward, and double
+// backward (create_graph) through the recomputation.
 #include <vector>
 
 #include "support/test_util.h"
@@ -96,7 +97,7 @@ TEST_F(Checkpoint, SequentialRefusesMoreSegmentsThanModules) {
 TEST_F(Checkpoint, TransformerEncoderLayersCheckpointedOneByOneEqualThePlainRun) {
   manual_seed(0);
   auto encoder = std::make_shared<nn::TransformerEncoder>(
-      nn::TransformerEncoderLayerOptions{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.2}, 3);
+      nn::TransformerEncoderLayerArgs{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.2}, 3);
   // [L = 4, N = 4, E = 8] under a causal mask.
   const Tensor mask = nn::generate_square_subsequent_mask(4);
   const Outcome plain = run(*encoder, [&](const Tensor& x) { return (*encoder)(x.view({4, 4, 8}), mask); });
@@ -166,4 +167,61 @@ TEST_F(Checkpoint, ARecomputationThatSavesDifferentlyIsPyTorchsError) {
       [calls](const Tensor& in) { return ++*calls == 1 ? in.exp() : in.exp().exp(); }, x);
   EXPECT_ERROR(y.sum().backward(),
                "A different number of tensors was saved during the original forward and recomputation");
+}
+
+// A gradient penalty (the gradient's norm, differentiated again) through checkpointed
+// regions, one of them with dropout: the second-order gradients are the plain run's.
+TEST_F(Checkpoint, DoubleBackwardThroughTheRecomputationEqualsThePlainRun) {
+  const auto model = mlp_with_dropout();
+  model->to(kFloat64);
+  const auto penalty = [&](bool checkpointed) {
+    model->zero_grad();
+    manual_seed(7);
+    const Tensor x = randn({4, 8}, TensorOptions().dtype(kFloat64)).requires_grad_();
+    const Tensor y = checkpointed ? nn::checkpoint_sequential(*model, 3, x) : (*model)(x);
+    const Tensor g = autograd::grad({y.pow(2).sum()}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+    g.pow(2).sum().backward();
+    std::vector<std::vector<double>> r{values(g), values(x.grad())};
+    for (const Tensor& p : model->parameters()) r.push_back(values(p.grad()));
+    return r;
+  };
+  const auto plain = penalty(false), checkpointed = penalty(true);
+  ASSERT_EQ(plain.size(), checkpointed.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(plain[i], checkpointed[i]) << "entry " << i;
+  // Not vacuous: the penalty reaches the first layer's weight through the saved activations.
+  EXPECT_NE(plain[2], std::vector<double>(plain[2].size(), 0.0));
+}
+
+TEST_F(Checkpoint, GradgradcheckThroughACheckpointedProduct) {
+  manual_seed(0);
+  const Tensor a = randn({3}, TensorOptions().dtype(kFloat64)).requires_grad_();
+  const Tensor b = randn({3}, TensorOptions().dtype(kFloat64)).requires_grad_();
+  // x * x * y saves its inputs: a first-order recomputation would drop d(saved)/dx.
+  EXPECT_TRUE(autograd::gradgradcheck(
+      [](const TensorList& in) {
+        return nn::checkpoint([](const Tensor& x, const Tensor& y) { return (x * x * y).tanh(); }, in[0], in[1]).sum();
+      },
+      {a, b}));
+}
+
+TEST_F(Checkpoint, CreateGraphAfterAFirstOrderBackwardRecomputesWithTheGraph) {
+  const Tensor x = tensor({0.5, -1.5}, TensorOptions().dtype(kFloat64)).requires_grad_();
+  const Tensor y = nn::checkpoint([](const Tensor& t) { return t * t * t; }, x).sum();
+  const Tensor first = autograd::grad({y}, {x}, {}, /*retain_graph=*/true)[0];
+  EXPECT_EQ(values(first), (std::vector<double>{0.75, 6.75}));  // 3x^2
+  const Tensor g = autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  EXPECT_EQ(values(autograd::grad({g.sum()}, {x})[0]), (std::vector<double>{3.0, -9.0}));  // 6x
+}
+
+TEST_F(Checkpoint, DoubleBackwardLeavesNoCycleBehind) {
+  const std::int64_t before = cpu_allocator_stats().allocated_bytes;
+  {
+    const Tensor x = randn({64, 64}, TensorOptions().dtype(kFloat64)).requires_grad_();
+    const Tensor y = nn::checkpoint([](const Tensor& t) { return (t * t).tanh().matmul(t); }, x).sum();
+    const Tensor g = autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+    g.pow(2).sum().backward();
+    EXPECT_GT(cpu_allocator_stats().allocated_bytes, before);
+  }
+  // The recomputation's graph, the frame and every tensor they held are gone with the outputs.
+  EXPECT_EQ(cpu_allocator_stats().allocated_bytes, before);
 }

@@ -299,7 +299,7 @@ TEST(ModuleHooks, CellsAndLossesCalledWithTwoTensorsFireTheirHooks) {
 
 TEST(ModuleHooks, TransformerLayersFireInsideTheEncoder) {
   manual_seed(0);
-  nn::TransformerEncoder encoder(nn::TransformerEncoderLayerOptions{.d_model = 8, .nhead = 2, .dim_feedforward = 16},
+  nn::TransformerEncoder encoder(nn::TransformerEncoderLayerArgs{.d_model = 8, .nhead = 2, .dim_feedforward = 16},
                                  2);
   std::vector<std::string> fired;
   for (auto& [name, module] : encoder.named_modules()) {

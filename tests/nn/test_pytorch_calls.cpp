@@ -150,7 +150,7 @@ TEST(PyTorchCalls, TransformerEncoderLayerTakesItsRequiredArgumentsFirst) {
 
 TEST(PyTorchCalls, TransformerEncoderCopiesTheLayerIntoEachLayer) {
   manual_seed(3);
-  auto layer = std::make_shared<nn::TransformerEncoderLayer>(8, 2, nn::TransformerEncoderLayerOptions{
+  auto layer = std::make_shared<nn::TransformerEncoderLayer>(8, 2, nn::TransformerEncoderLayerArgs{
                                                                        .dim_feedforward = 16, .batch_first = true});
   layer->to(kFloat64);
   layer->eval();
@@ -186,6 +186,46 @@ TEST(PyTorchCalls, GenerateSquareSubsequentMask) {
   const double inf = INFINITY;
   EXPECT_EQ(mask.dtype(), kFloat32);
   EXPECT_EQ(values(mask), (std::vector<double>{0, -inf, -inf, 0, 0, -inf, 0, 0, 0}));
+}
+
+TEST(PyTorchCalls, FluentAttentionAndEncoderLayerOptionsInAnyOrder) {
+  // MultiheadAttentionOptions(6, 3) is LibTorch's (embed_dim, num_heads), not an aggregate's
+  // (dropout, bias).
+  const nn::MultiheadAttentionOptions o = nn::MultiheadAttentionOptions(6, 3).batch_first(true).dropout(0.25).bias(false);
+  EXPECT_EQ(o.embed_dim(), 6);
+  EXPECT_EQ(o.num_heads(), 3);
+  nn::MultiheadAttention mha(o);
+  EXPECT_EQ(mha.embed_dim, 6);
+  EXPECT_EQ(mha.num_heads, 3);
+  EXPECT_EQ(mha.options.dropout, 0.25);
+  EXPECT_FALSE(mha.options.bias);
+  EXPECT_TRUE(mha.options.batch_first);
+  EXPECT_FALSE(mha.in_proj_bias.defined());
+
+  nn::TransformerEncoderLayer layer(
+      nn::TransformerEncoderLayerOptions(8, 2).norm_first(true).activation("gelu").dim_feedforward(16).dropout(0.0));
+  EXPECT_EQ(layer.options.d_model, 8);
+  EXPECT_EQ(layer.options.nhead, 2);
+  EXPECT_EQ(layer.options.dim_feedforward, 16);
+  EXPECT_EQ(layer.options.activation, "gelu");
+  EXPECT_TRUE(layer.options.norm_first);
+  EXPECT_EQ(layer.options.dropout, 0.0);
+  EXPECT_EQ(layer.linear1->weight.sizes(), (Shape{16, 8}));
+  EXPECT_ERROR(nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(8, 2).activation("tanh")),
+               "activation should be relu/gelu, not tanh");
+}
+
+TEST(PyTorchCalls, NamedParametersAreLookedUpByName) {
+  nn::LSTM lstm(3, 4, {.num_layers = 2});
+  const auto params = lstm.named_parameters();
+  EXPECT_EQ(params["weight_hh_l1"].sizes(), (Shape{16, 4}));
+  EXPECT_TRUE(params["bias_ih_l0"].is_same(params[2].second));  // still the pairs, in order
+  EXPECT_TRUE(params.contains("weight_ih_l1"));
+  EXPECT_FALSE(params.contains("weight_ih_l2"));
+  EXPECT_EQ(params.keys().front(), "weight_ih_l0");
+  EXPECT_ERROR(params["weight_ih_l2"], "no parameter or buffer named 'weight_ih_l2'");
+  nn::BatchNorm1d bn(3);
+  EXPECT_EQ(values(bn.named_buffers()["running_var"]), (std::vector<double>{1, 1, 1}));
 }
 
 }  // namespace

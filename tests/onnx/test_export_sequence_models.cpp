@@ -12,7 +12,7 @@ using OnnxSequenceModels = OnnxRuntimeTest;
 
 TEST_F(OnnxSequenceModels, MultiheadAttention) {
   manual_seed(30);
-  auto attention = std::make_shared<nn::MultiheadAttention>(8, 2, nn::MultiheadAttentionOptions{.batch_first = true});
+  auto attention = std::make_shared<nn::MultiheadAttention>(8, 2, nn::MultiheadAttentionArgs{.batch_first = true});
   Lambda m([attention](const Tensor& x) { return std::get<0>(attention->forward(x, x, x, {.need_weights = false})); },
            {{"attention", attention}});
   expect_runtime_agrees(m, [](std::int64_t n) { return randn({n, 5, 8}); });
@@ -20,7 +20,7 @@ TEST_F(OnnxSequenceModels, MultiheadAttention) {
 
 TEST_F(OnnxSequenceModels, MultiheadAttentionWithACausalMask) {
   manual_seed(31);
-  auto attention = std::make_shared<nn::MultiheadAttention>(8, 2, nn::MultiheadAttentionOptions{.batch_first = true});
+  auto attention = std::make_shared<nn::MultiheadAttention>(8, 2, nn::MultiheadAttentionArgs{.batch_first = true});
   const Tensor mask = nn::generate_square_subsequent_mask(5);
   Lambda m(
       [attention, mask](const Tensor& x) {
@@ -32,7 +32,7 @@ TEST_F(OnnxSequenceModels, MultiheadAttentionWithACausalMask) {
 
 TEST_F(OnnxSequenceModels, MultiheadAttentionWithAKeyPaddingMask) {
   manual_seed(35);
-  auto attention = std::make_shared<nn::MultiheadAttention>(8, 2, nn::MultiheadAttentionOptions{.batch_first = true});
+  auto attention = std::make_shared<nn::MultiheadAttention>(8, 2, nn::MultiheadAttentionArgs{.batch_first = true});
   Lambda owner([](const Tensor& x) { return x; }, {{"attention", attention}});
   expect_runtime_agrees(
       owner,
@@ -50,7 +50,7 @@ TEST_F(OnnxSequenceModels, MultiheadAttentionWithAKeyPaddingMask) {
 TEST_F(OnnxSequenceModels, TransformerEncoderLayer) {
   manual_seed(32);
   auto layer = std::make_shared<nn::TransformerEncoderLayer>(
-      8, 2, nn::TransformerEncoderLayerOptions{.dim_feedforward = 16, .activation = "gelu", .batch_first = true});
+      8, 2, nn::TransformerEncoderLayerArgs{.dim_feedforward = 16, .activation = "gelu", .batch_first = true});
   Lambda m([layer](const Tensor& x) { return layer->forward(x); }, {{"layer", layer}});
   expect_runtime_agrees(m, [](std::int64_t n) { return randn({n, 5, 8}); });
 }
@@ -62,7 +62,7 @@ TEST_F(OnnxSequenceModels, PositionsAndCausalMaskMadeInTheForward) {
   auto token = std::make_shared<nn::Embedding>(11, 8);
   auto position = std::make_shared<nn::Embedding>(6, 8);
   auto layer = std::make_shared<nn::TransformerEncoderLayer>(
-      8, 2, nn::TransformerEncoderLayerOptions{.dim_feedforward = 16, .batch_first = true});
+      8, 2, nn::TransformerEncoderLayerArgs{.dim_feedforward = 16, .batch_first = true});
   Lambda m(
       [=](const Tensor& ids) {
         const std::int64_t length = ids.size(1);
