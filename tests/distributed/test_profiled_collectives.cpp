@@ -9,6 +9,7 @@
 #include <thread>
 #include <variant>
 
+#include "core/creation.h"
 #include "distributed/distributed.h"
 #include "distributed_setup.h"
 #include "profiler/profiler.h"
