@@ -9,8 +9,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <variant>
+#include <vector>
 
 namespace kiln {
 
@@ -36,10 +40,29 @@ namespace profiler {
 // can still fall back): kernels_for says a raw op is about to call a kernel of the CPU's or the
 // CUDA table (Eigen, Kiln's reference route, or CUDA); the oneDNN runtime says a primitive ran;
 // the thin convolutions say they ran. The profiler keeps the most specific of them per op.
+// Work that is not an op has spans of its own (Span below): a DataLoader worker's batch, a
+// collective, a GPU kernel timed by CUDA events. A span on the recording thread nests among its
+// ops as a region does; one on any other thread (a worker) is handed over whole when it ends,
+// through a process-wide pointer as the allocator's events are, and gets its own lane.
 
 /// Where an op's kernels ran. Eigen is the CPU table's own kernels (Kiln's reference route);
 /// oneDNN and Thin are CPU kernels reached through that table that replace it for some shapes.
 enum class Route : std::uint8_t { Eigen, Thin, OneDnn, Cuda, kCount };
+
+/// What a Span stands for, which decides its category in the trace.
+enum class SpanKind : std::uint8_t {
+  Region,      // host code: a DataLoader batch, a wait ("user_annotation")
+  Collective,  // a process group's collective ("cpu_op", as PyTorch's c10d:: ops)
+  Kernel,      // a GPU kernel, timed on its stream ("kernel")
+  Memcpy,      // a copy to, from or on a GPU, timed on its stream ("gpu_memcpy")
+};
+
+/// One argument a span shows in the trace's args ("Group size": 2, "dtype": "float").
+struct SpanArg {
+  std::string key;
+  std::variant<std::int64_t, std::string> value;
+};
+using SpanArgs = std::vector<SpanArg>;
 
 /// Implemented by profiler/profile.cpp. Begins and ends nest on the thread that installed it.
 class Observer {
@@ -58,6 +81,18 @@ class Observer {
   virtual void region_end() = 0;
   /// A kernel of the innermost open op or node runs on `route`.
   virtual void route(Route) {}
+  /// A Span on this thread: a region of `kind` carrying `args`, ended by region_end().
+  virtual void span_begin(const char* name, SpanKind kind, SpanArgs args) = 0;
+};
+
+/// Hears spans that ended on threads with no Observer (a DataLoader worker, a rank's thread),
+/// or on a device's stream (`tid` then names the stream's lane). Any thread may call it.
+class SpanObserver {
+ public:
+  using Clock = std::chrono::steady_clock;
+  virtual ~SpanObserver() = default;
+  virtual void span(std::string name, SpanKind kind, Clock::time_point start, Clock::time_point end,
+                    std::int64_t tid, SpanArgs args) = 0;
 };
 
 /// Hears the CPU allocator (core/cpu/cpu_allocator.cpp), on whichever thread allocates.
@@ -72,6 +107,7 @@ class MemoryObserver {
 namespace detail {
 inline thread_local Observer* t_observer = nullptr;
 inline std::atomic<MemoryObserver*> g_memory_observer{nullptr};
+inline std::atomic<SpanObserver*> g_span_observer{nullptr};
 }  // namespace detail
 
 /// This thread's profiler (nullptr when none records here).
@@ -89,6 +125,20 @@ inline MemoryObserver* memory_observer() { return detail::g_memory_observer.load
 inline MemoryObserver* set_memory_observer(MemoryObserver* o) {
   return detail::g_memory_observer.exchange(o, std::memory_order_acq_rel);
 }
+
+/// The listener for other threads' spans (nullptr when no profiler records).
+inline SpanObserver* span_observer() { return detail::g_span_observer.load(std::memory_order_acquire); }
+/// Installs `o` for every thread and returns the previous one.
+inline SpanObserver* set_span_observer(SpanObserver* o) {
+  return detail::g_span_observer.exchange(o, std::memory_order_acq_rel);
+}
+
+/// A GPU span's lane is kStreamLaneBase + its stream's number: apart from every thread's id
+/// (Linux's are below 2^22).
+inline constexpr std::int64_t kStreamLaneBase = std::int64_t{1} << 32;
+
+/// The kernel's id of the calling thread (gettid()): the lane its spans get in the trace.
+std::int64_t current_thread_id();
 
 /// Reports the route a kernel is taking to this thread's profiler, if one records.
 inline void note_route(Route r) {
@@ -125,6 +175,49 @@ class NodeScope {
 
  private:
   Observer* observer_;
+};
+
+/// A span of work that is not an op, on whichever thread runs it: nested among the ops when
+/// this thread records, handed to the span observer when it ends otherwise, and nothing at all
+/// (two pointer tests) when no profiler is active. `make_args` is called only when a profiler
+/// records, so building the args costs nothing otherwise; `name` must outlive the span.
+///
+///   profiler::Span span("c10d::allreduce_", SpanKind::Collective, [&] { return SpanArgs{{"Group size", 2}}; });
+class Span {
+ public:
+  template <class MakeArgs>
+  Span(const char* name, SpanKind kind, MakeArgs&& make_args) : local_(observer()) {
+    if (local_ != nullptr) [[unlikely]] {
+      local_->span_begin(name, kind, make_args());
+    } else if (SpanObserver* remote = span_observer()) [[unlikely]] {
+      remote_ = remote;
+      name_ = name;
+      kind_ = kind;
+      args_ = make_args();
+      start_ = SpanObserver::Clock::now();
+    }
+  }
+  Span(const char* name, SpanKind kind) : Span(name, kind, [] { return SpanArgs{}; }) {}
+  ~Span() {
+    if (local_ != nullptr) [[unlikely]] {
+      if (observer() == local_) local_->region_end();  // not when the profile stopped meanwhile
+    } else if (remote_ != nullptr) [[unlikely]] {
+      // The observer may have changed since the span began (the profile stopped): ask again.
+      if (SpanObserver* now = span_observer()) {
+        now->span(name_, kind_, start_, SpanObserver::Clock::now(), current_thread_id(), std::move(args_));
+      }
+    }
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+ private:
+  Observer* local_;
+  SpanObserver* remote_ = nullptr;
+  const char* name_ = nullptr;
+  SpanKind kind_ = SpanKind::Region;
+  SpanArgs args_;
+  SpanObserver::Clock::time_point start_{};
 };
 
 }  // namespace profiler

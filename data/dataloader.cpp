@@ -11,6 +11,7 @@
 
 #include "core/creation.h"
 #include "core/cuda/cuda.h"
+#include "core/profiler_hooks.h"
 #include "core/threads.h"
 #include "core/warning.h"
 #include "data/sampler.h"
@@ -29,6 +30,10 @@ namespace kiln::data {
 // exception unwinding it) sets a stop flag and joins every worker: nothing keeps running.
 // Workers run their ops with one OpenMP thread each, so they do not compete with the training
 // step's GEMMs for the same cores.
+// Under a profiler, each batch a worker builds is a span "DataLoader worker: batch" on the
+// worker's own lane (its number, worker and size in the args), and each next() on the consumer
+// is PyTorch's "enumerate(DataLoader)#..." span: the time the loop waited for its batch (or,
+// without workers, built it).
 
 class DataLoader::Run {
  public:
@@ -73,6 +78,9 @@ class DataLoader::Run {
   bool has_next() const { return next_ < batches_.size(); }
 
   Example next() {
+    const profiler::Span span(workers_.empty() ? "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+                                               : "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+                              profiler::SpanKind::Region);
     const std::size_t index = next_++;
     position_->batches_yielded = next_;
     if (workers_.empty()) {
@@ -154,7 +162,15 @@ class DataLoader::Run {
         if (stop_ || next_task_ >= batches_.size()) return;
         index = next_task_++;
       }
-      Slot slot = load(index, worker);
+      Slot slot;
+      {
+        const profiler::Span span("DataLoader worker: batch", profiler::SpanKind::Region, [&] {
+          return profiler::SpanArgs{{"Batch", static_cast<std::int64_t>(index)},
+                                    {"Worker", static_cast<std::int64_t>(worker)},
+                                    {"Samples", static_cast<std::int64_t>(batches_[index].size())}};
+        });
+        slot = load(index, worker);
+      }
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ready_.emplace(index, std::move(slot));

@@ -4,6 +4,8 @@
 
 #include <sstream>
 
+#include "core/profiler_hooks.h"
+
 #include "autograd/grad_mode.h"
 #include "core/array_ref.h"
 #include "core/capture_hooks.h"
@@ -102,6 +104,28 @@ void check_like(const Tensor& t, const Tensor& reference, const char* collective
                    ", ", t.device());
 }
 
+// Note [Collectives in a profile]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Each collective is one span named as PyTorch's traces name the host side of every backend's
+// call, the c10d op ("c10d::allreduce_", "c10d::broadcast_", "c10d::allgather_",
+// "c10d::reduce_scatter_", "c10d::barrier"), with record_param_comms's args: "Collective name",
+// "dtype", "In msg nelems", "Out msg nelems", "Group size", "Rank", and Kiln's "In msg bytes" and
+// "Backend". It spans the call, which posts the transfer: the transfer itself is the Work's,
+// and its wait() is the caller's time, in the caller's own span. It is recorded here, above
+// both backends, so MPI's and NCCL's collectives read alike; on a thread that does not record
+// ops (a rank's thread under a profile started elsewhere) it gets that thread's lane.
+profiler::SpanArgs collective_args(const ProcessGroup& group, const char* name, const Tensor& t,
+                                   std::int64_t in_nelems, std::int64_t out_nelems) {
+  return {{"Collective name", std::string(name)},
+          {"dtype", std::string(t.defined() ? scalar_type_name(t.dtype()) : "")},
+          {"In msg nelems", in_nelems},
+          {"Out msg nelems", out_nelems},
+          {"In msg bytes", in_nelems * static_cast<std::int64_t>(t.defined() ? t.element_size() : 0)},
+          {"Group size", static_cast<std::int64_t>(group.size())},
+          {"Rank", static_cast<std::int64_t>(group.rank())},
+          {"Backend", group.backend()}};
+}
+
 void check_avg(const Tensor& t, ReduceOp op, const char* collective) {
   KILN_CHECK_TYPE(op != ReduceOp::AVG || is_floating_point(t.dtype()), collective,
                   ": ReduceOp.AVG needs a floating-point tensor, got ", t.dtype(), " (use SUM and divide)");
@@ -112,6 +136,8 @@ void check_avg(const Tensor& t, ReduceOp op, const char* collective) {
 std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
   check_defined(tensor, "all_reduce");
   check_avg(tensor, op, "all_reduce");
+  const profiler::Span span("c10d::allreduce_", profiler::SpanKind::Collective,
+                            [&] { return collective_args(*this, "allreduce", tensor, tensor.numel(), tensor.numel()); });
   if (capture::observer() == nullptr) return do_all_reduce(tensor, op);
   // A captured step (DDP's buckets inside backward, Note [Capturing a step]) replays the
   // transfer as a region: the sum, waited for on the spot. AVG's division is a kernel that
@@ -132,6 +158,8 @@ std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, int src) {
   capture::not_replayable("a collective (broadcast)");
   check_defined(tensor, "broadcast");
   KILN_CHECK_VALUE(src >= 0 && src < size_, "broadcast: src rank ", src, " is not in the group of ", size_);
+  const profiler::Span span("c10d::broadcast_", profiler::SpanKind::Collective,
+                            [&] { return collective_args(*this, "broadcast", tensor, tensor.numel(), tensor.numel()); });
   return do_broadcast(tensor, src);
 }
 
@@ -141,6 +169,9 @@ std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, con
   KILN_CHECK_VALUE(outputs.size() == static_cast<std::size_t>(size_),
                    "all_gather: the output list must hold one tensor per rank (", size_, "), got ", outputs.size());
   for (std::size_t i = 0; i < outputs.size(); ++i) check_like(outputs[i], input, "all_gather", "outputs", i);
+  const profiler::Span span("c10d::allgather_", profiler::SpanKind::Collective, [&] {
+    return collective_args(*this, "allgather", input, input.numel(), input.numel() * size_);
+  });
   return do_all_gather(outputs, input);
 }
 
@@ -151,11 +182,16 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::ve
   KILN_CHECK_VALUE(inputs.size() == static_cast<std::size_t>(size_),
                    "reduce_scatter: the input list must hold one tensor per rank (", size_, "), got ", inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) check_like(inputs[i], output, "reduce_scatter", "inputs", i);
+  const profiler::Span span("c10d::reduce_scatter_", profiler::SpanKind::Collective, [&] {
+    return collective_args(*this, "reduce_scatter", output, output.numel() * size_, output.numel());
+  });
   return do_reduce_scatter(output, inputs, op);
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier() {
   capture::not_replayable("a collective (barrier)");
+  const profiler::Span span("c10d::barrier", profiler::SpanKind::Collective,
+                            [&] { return collective_args(*this, "barrier", Tensor(), 0, 0); });
   return do_barrier();
 }
 

@@ -1,7 +1,8 @@
 // profiler/chrome_trace.h — a profile as Trace Event JSON (the format chrome://tracing and
-// Perfetto open): a complete event ("ph": "X") per op, backward node and region with its
-// input shapes, a counter ("ph": "C") for the CPU allocator's bytes, and a flow arrow
-// ("ph": "s" then "f", keyed by sequence number) from each op to the backward node it built.
+// Perfetto open): a complete event ("ph": "X") per op, backward node, region, collective and
+// GPU span with its input shapes, call stack and span args, one lane ("tid") per thread or
+// stream, a counter ("ph": "C") for the CPU allocator's bytes, and a flow arrow ("ph": "s"
+// then "f", keyed by sequence number) from each op to the backward node it built.
 // Read next: profiler/profile.h.
 #pragma once
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/profiler_hooks.h"
+
 #include "core/dtype.h"
 
 namespace kiln::profiler {
@@ -15,11 +17,16 @@ namespace kiln::profiler {
 enum class EventKind : std::uint8_t {
   Op,            // a differentiable op entering the pipeline ("aten::mm")
   BackwardNode,  // a backward node the engine ran ("MmBackward0")
-  Region,        // a named region of host code ("optimizer.step", a RecordFunction)
+  Region,        // a named region of host code ("optimizer.step", a RecordFunction, a DataLoader batch)
+  Collective,    // a process group's collective ("c10d::allreduce_")
+  Kernel,        // a GPU kernel on its stream, timed by CUDA events
+  Memcpy,        // a copy to, from or on a GPU, on its stream
 };
 
-/// One span of the recording thread's timeline. Times are nanoseconds from the profile's
-/// start; an event's children are the events that began and ended inside it on its thread.
+/// One span of a thread's (or a GPU stream's) timeline. Times are nanoseconds from the
+/// profile's start; an event's children are the events that began and ended inside it on the
+/// recording thread. Other threads' spans (DataLoader workers, collectives of other ranks'
+/// threads) and GPU spans have no parent and no children.
 struct Event {
   std::string name;
   EventKind kind = EventKind::Op;
@@ -46,6 +53,15 @@ struct Event {
   /// With record_shapes: one entry per tensor argument (an undefined one has no dims).
   std::vector<std::vector<std::int64_t>> input_shapes;
   std::vector<DType> input_dtypes;
+  /// With with_stack, an op: the functions of the user's code that called it, innermost first,
+  /// Kiln's own frames left out (PyTorch's FunctionEvent.stack).
+  std::vector<std::string> stack;
+  /// The lane: the kernel's id of the thread it ran on, or a GPU stream's lane.
+  std::int64_t tid = 0;
+  /// Whether it ran on the thread that recorded the ops (false: a worker, a stream).
+  bool on_profiled_thread = true;
+  /// What a span carries into the trace beyond the above (a collective's sizes, a batch's number).
+  SpanArgs args;
 
   std::int64_t duration_ns() const { return end_ns - start_ns; }
 };

@@ -84,21 +84,27 @@ Window pick_window(const std::vector<Event>& events) {
   }
   if (!events.empty()) {
     w.begin = events.front().start_ns;
-    for (const Event& e : events) w.end = std::max(w.end, e.end_ns);
+    for (const Event& e : events) {
+      if (e.on_profiled_thread) w.end = std::max(w.end, e.end_ns);
+    }
     w.end = std::max(w.end, w.begin + 1);
   }
   return w;
 }
 
+// The page draws the recording thread's step; workers' and streams' spans are the trace's.
 bool inside(const Event& e, const Window& w, int index) {
-  return index != w.span && e.depth >= w.base_depth && e.start_ns >= w.begin && e.end_ns <= w.end;
+  return e.on_profiled_thread && index != w.span && e.depth >= w.base_depth && e.start_ns >= w.begin && e.end_ns <= w.end;
 }
 
 }  // namespace
 
 Lane lane_of(const Event& top_level) {
   switch (top_level.kind) {
-    case EventKind::Op: return Lane::Forward;
+    case EventKind::Op:
+    case EventKind::Collective:
+    case EventKind::Kernel:
+    case EventKind::Memcpy: return Lane::Forward;
     case EventKind::BackwardNode: return Lane::Backward;
     case EventKind::Region:
       return top_level.name.starts_with("optimizer.") || top_level.name.starts_with("GradScaler.")

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -46,16 +47,21 @@ std::string format_shapes(const std::vector<std::vector<std::int64_t>>& shapes) 
   return out + "]";
 }
 
-EventList key_averages(const std::vector<Event>& events, bool group_by_input_shape, bool with_memory) {
+EventList key_averages(const std::vector<Event>& events, bool group_by_input_shape, bool with_memory,
+                       int group_by_stack_n) {
   std::vector<FunctionEventAvg> rows;
-  std::map<std::pair<std::string, std::string>, std::size_t> row_of;
+  std::map<std::tuple<std::string, std::string, std::vector<std::string>>, std::size_t> row_of;
+  bool any_stack = false;
   for (const Event& e : events) {
     std::string shapes = group_by_input_shape ? format_shapes(e.input_shapes) : std::string();
-    auto key = std::make_pair(e.name, shapes);
+    const std::size_t frames = std::min(e.stack.size(), static_cast<std::size_t>(std::max(group_by_stack_n, 0)));
+    std::vector<std::string> stack(e.stack.begin(), e.stack.begin() + static_cast<std::ptrdiff_t>(frames));
+    any_stack = any_stack || !stack.empty();
+    auto key = std::make_tuple(e.name, shapes, stack);
     auto it = row_of.find(key);
     if (it == row_of.end()) {
       it = row_of.emplace(std::move(key), rows.size()).first;
-      rows.push_back({.key = e.name, .input_shapes = std::move(shapes)});
+      rows.push_back({.key = e.name, .input_shapes = std::move(shapes), .stack = std::move(stack)});
     }
     FunctionEventAvg& row = rows[it->second];
     ++row.count;
@@ -64,7 +70,7 @@ EventList key_averages(const std::vector<Event>& events, bool group_by_input_sha
     row.cpu_memory_usage += e.cpu_memory_usage;
     row.self_cpu_memory_usage += e.self_cpu_memory_usage;
   }
-  return EventList(std::move(rows), group_by_input_shape, with_memory);
+  return EventList(std::move(rows), group_by_input_shape, with_memory, any_stack);
 }
 
 std::int64_t EventList::self_cpu_time_total_ns() const {
@@ -104,18 +110,27 @@ std::string EventList::table(const TableOptions& options) const {
     return std::string(buf);
   };
   // PyTorch's widths: the longest name plus 4 (at most 55, longer names end in "..."), 12 for
-  // numbers, the longest shape list plus 4 (at most 80) for Input Shapes.
-  constexpr std::size_t kColumn = 12, kMaxName = 55, kMaxShapes = 80;
+  // numbers, the longest shape list plus 4 (at most 80) for Input Shapes, the longest frame
+  // plus 4 (at most 75, longer frames keep their end) for Source Location, which shows at most
+  // 5 frames of a row, one per line.
+  constexpr std::size_t kColumn = 12, kMaxName = 55, kMaxShapes = 80, kMaxSource = 75, kMaxStackEntry = 5;
   std::size_t name_width = 4;
   std::size_t shapes_width = 12;
+  std::size_t source_width = 0;
   for (const auto* r : rows) {
     name_width = std::max(name_width, r->key.size() + 4);
     shapes_width = std::max(shapes_width, r->input_shapes.size() + 4);
+    for (const std::string& f : r->stack) source_width = std::max(source_width, f.size() + 4);
   }
   name_width = std::min(name_width, kMaxName);
   shapes_width = std::min(shapes_width, kMaxShapes);
+  source_width = std::min(source_width, kMaxSource);
   const auto clip = [](const std::string& s, std::size_t width) {
     return s.size() <= width - 1 ? s : s.substr(0, width - 4) + "...";
+  };
+  // PyTorch's trim_path: a frame too wide keeps its end, "..." in front.
+  const auto clip_front = [](const std::string& s, std::size_t width) {
+    return s.size() <= width ? s : "..." + s.substr(s.size() - width + 3);
   };
 
   std::vector<std::string> headers = {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"};
@@ -125,10 +140,13 @@ std::string EventList::table(const TableOptions& options) const {
   }
   headers.push_back("# of Calls");
   if (with_shapes_) headers.push_back("Input Shapes");
+  if (with_stack_) headers.push_back("Source Location");
+  const std::size_t shapes_column = with_stack_ ? headers.size() - 2 : headers.size() - 1;
 
   const auto width_of = [&](std::size_t column) {
     if (column == 0) return name_width;
-    if (with_shapes_ && column == headers.size() - 1) return shapes_width;
+    if (with_stack_ && column == headers.size() - 1) return source_width;
+    if (with_shapes_ && column == shapes_column) return shapes_width;
     return kColumn;
   };
   std::ostringstream out;
@@ -139,7 +157,7 @@ std::string EventList::table(const TableOptions& options) const {
   const auto row = [&](const std::vector<std::string>& cells) {
     for (std::size_t c = 0; c < cells.size(); ++c) {
       const std::size_t w = width_of(c);
-      const bool left = with_shapes_ && c == cells.size() - 1;
+      const bool left = (with_shapes_ && c == shapes_column) || (with_stack_ && c == headers.size() - 1);
       const std::string& s = cells[c];
       const std::string pad(s.size() < w ? w - s.size() : 0, ' ');
       out << (c ? "  " : "") << (left ? s + pad : pad + s);
@@ -162,7 +180,14 @@ std::string EventList::table(const TableOptions& options) const {
     }
     cells.push_back(std::to_string(r->count));
     if (with_shapes_) cells.push_back(clip(r->input_shapes, shapes_width));
+    if (with_stack_) cells.push_back(r->stack.empty() ? "" : clip_front(r->stack.front(), source_width));
     row(cells);
+    // The row's further frames, one per line, under Source Location.
+    for (std::size_t f = 1; with_stack_ && f < std::min(r->stack.size(), kMaxStackEntry); ++f) {
+      std::vector<std::string> more(headers.size() - 1, "");
+      more.push_back(clip_front(r->stack[f], source_width));
+      row(more);
+    }
   }
   line();
   out << "Self CPU time total: " << format_time_us(total_ns / 1e3) << '\n';

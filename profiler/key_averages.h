@@ -1,5 +1,6 @@
 // profiler/key_averages.h — PyTorch's key_averages(): a profile's events grouped by name (and,
-// when asked, by input shapes), and the table it prints, with PyTorch's columns and formats.
+// when asked, by input shapes and by the top frames of their stacks), and the table it prints,
+// with PyTorch's columns and formats (a "Source Location" column when grouped by stack).
 //
 //   std::cout << prof.key_averages().table({.sort_by = "self_cpu_time_total", .row_limit = 3});
 //   ------------------------  ------------  ------------  ...  ------------
@@ -24,6 +25,8 @@ namespace kiln::profiler {
 struct FunctionEventAvg {
   std::string key;           // the name
   std::string input_shapes;  // "[[128, 784], [512, 784]]" when grouped by shape, else empty
+  /// The first group_by_stack_n frames of the group's stack, innermost first (else empty).
+  std::vector<std::string> stack;
   std::int64_t count = 0;
   std::int64_t self_cpu_time_total_ns = 0;
   std::int64_t cpu_time_total_ns = 0;
@@ -44,6 +47,8 @@ class EventList {
  public:
   EventList(std::vector<FunctionEventAvg> rows, bool with_shapes, bool with_memory)
       : rows_(std::move(rows)), with_shapes_(with_shapes), with_memory_(with_memory) {}
+  EventList(std::vector<FunctionEventAvg> rows, bool with_shapes, bool with_memory, bool with_stack)
+      : rows_(std::move(rows)), with_shapes_(with_shapes), with_memory_(with_memory), with_stack_(with_stack) {}
 
   const std::vector<FunctionEventAvg>& rows() const { return rows_; }
   /// Sum of every row's self time: the time the recorded thread spent inside any event.
@@ -55,10 +60,13 @@ class EventList {
   std::vector<FunctionEventAvg> rows_;
   bool with_shapes_;
   bool with_memory_;
+  bool with_stack_ = false;
 };
 
-/// Groups `events` (profile.h's key_averages calls this).
-EventList key_averages(const std::vector<Event>& events, bool group_by_input_shape, bool with_memory);
+/// Groups `events` (profile.h's key_averages calls this); group_by_stack_n > 0 also groups by
+/// the first that many frames of each event's stack, as PyTorch's key_averages(group_by_stack_n).
+EventList key_averages(const std::vector<Event>& events, bool group_by_input_shape, bool with_memory,
+                       int group_by_stack_n = 0);
 
 /// PyTorch's formats: "1.234ms", "12.500us", "1.500s"; "1.50 Mb", "-512 b".
 std::string format_time_us(double us);

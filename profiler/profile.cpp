@@ -1,8 +1,11 @@
 // profiler/profile.cpp — the recorder behind Profile: the hot path appends fixed-size records
-// (a name pointer, two clock readings, indices into flat pools of shapes), and all the work of
-// naming, nesting, self times and memory sums is done once, when recording stops.
+// (a name pointer, two clock readings, indices into flat pools of shapes and return addresses),
+// and all the work of naming, nesting, self times, memory sums and symbolizing stacks is done
+// once, when recording stops.
 #include "profiler/profile.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -12,11 +15,13 @@
 #include <unordered_set>
 
 #include "core/allocator.h"
+#include "core/call_stack.h"
 #include "core/error.h"
 #include "core/profiler_hooks.h"
 #include "core/tensor.h"
 #include "core/warning.h"
 #include "profiler/chrome_trace.h"
+#include "profiler/collapsed_stacks.h"
 #include "profiler/html_report.h"
 #include "profiler/op_name.h"
 
@@ -26,14 +31,46 @@ namespace detail {
 
 using Clock = std::chrono::steady_clock;
 
+// Note [Stacks of ops]
+// ~~~~~~~~~~~~~~~~~~~~
+// with_stack keeps, per op, the return addresses glibc's backtrace() finds (a few hundred
+// nanoseconds to a few microseconds, the only cost it adds while recording); naming them is
+// slow (backtrace_symbols, __cxa_demangle) and is done once per distinct address when the
+// recording stops. Of the named frames, those of namespace kiln are dropped wherever they
+// are (the hook, Function::apply, Tensor's methods, nn::Module::forward, the engine), so what
+// is left is the user's code, innermost first: the caller of `model.forward(x)` or of
+// `loss.backward()` for the ops those run. PyTorch's with_stack does the same for Python:
+// its stacks are the Python frames, never the C++ beneath them. Frames the dynamic symbol
+// table cannot name (static and anonymous-namespace functions, a program linked without
+// -rdynamic) are kept as backtrace_symbols() writes them ("train_cnn(+0x1c2f0)").
+
+// Note [GPU spans]
+// ~~~~~~~~~~~~~~~~
+// An op whose kernels run on a GPU returns as soon as they are queued; its host span says
+// nothing of the device's time. So when an op (or backward node) first reports the CUDA route
+// (kernels_for, just before its first launch), the recorder records a marker on the current
+// stream, and another when the op returns, after its last launch: the stream's time between
+// the two is the op's GPU span ("kernel", or "gpu_memcpy" for a copy), named after the op, with
+// the op's index as PyTorch's "External id" on both, on a lane per stream. The markers are
+// CUDA events with timing (profiler/stream_clock.h); nothing waits for them until recording
+// stops, when each stream's spans are read relative to that stream's first marker, placed at
+// the host time it was recorded (the earliest its work could start: the placement is a lower
+// bound; the durations and the gaps between spans of a stream are the device's own).
+
 class Recorder final : public Observer {
  public:
-  Recorder(bool record_shapes, Clock::time_point start) : record_shapes_(record_shapes), start_(start) {
+  Recorder(bool record_shapes, bool with_stack, StreamClock* stream_clock, Clock::time_point start)
+      : record_shapes_(record_shapes),
+        with_stack_(with_stack),
+        stream_clock_(stream_clock),
+        start_(start),
+        tid_(current_thread_id()) {
     events_.reserve(4096);
   }
 
   void op_begin(const char* node_name, std::span<const Tensor* const> inputs) override {
     RawEvent& e = begin(node_name, EventKind::Op);
+    if (with_stack_) capture_stack(e);
     if (!record_shapes_) return;
     e.inputs_begin = static_cast<std::uint32_t>(inputs_.size());
     for (const Tensor* t : inputs) {
@@ -64,7 +101,25 @@ class Recorder final : public Observer {
     if (stack_.empty()) return;
     RawEvent& e = events_[stack_.back()];
     // A region's kernels (an optimizer's step, a replayed compiled step) belong to no op.
-    if (e.kind != EventKind::Region) e.routes |= route_bit(r);
+    if (!has_route(e.kind)) return;
+    e.routes |= route_bit(r);
+    if (r == Route::Cuda && stream_clock_ != nullptr && e.gpu < 0) {
+      e.gpu = static_cast<int>(gpu_.size());
+      gpu_.push_back({.event = stack_.back(), .host_ns = now(), .start = stream_clock_->record()});
+    }
+  }
+  void span_begin(const char* name, SpanKind kind, SpanArgs args) override {
+    begin(intern(name), event_kind(kind));
+    if (!args.empty()) args_.emplace(static_cast<int>(events_.size()) - 1, std::move(args));
+  }
+
+  /// From the tap, on any thread, under the tap's lock: a span another thread (or a stream) ran.
+  void remote_span(std::string name, SpanKind kind, Clock::time_point start, Clock::time_point end, std::int64_t tid,
+                   SpanArgs args) {
+    // A span that began before the recording did is not in it (as an op begun before is not).
+    if (start < start_) return;
+    remote_.push_back({.name = std::move(name), .kind = event_kind(kind), .start_ns = since_start(start),
+                       .end_ns = since_start(end), .tid = tid, .args = std::move(args)});
   }
 
   /// From the memory tap, on any thread, under the tap's lock.
@@ -81,6 +136,7 @@ class Recorder final : public Observer {
   /// Closes what is still open (a region left open by stop()) and builds the public events.
   std::vector<Event> finish() {
     while (!stack_.empty()) end();
+    const std::vector<std::string> frame_names = name_user_frames();
     std::vector<Event> out(events_.size());
     std::unordered_map<const char*, std::string> op_names;
     std::unordered_map<std::int64_t, int> op_of_sequence_nr;
@@ -102,6 +158,11 @@ class Recorder final : public Observer {
       e.parent = r.parent;
       e.depth = r.parent < 0 ? 0 : out[r.parent].depth + 1;
       e.sequence_nr = r.sequence_nr;
+      e.tid = tid_;
+      if (auto it = args_.find(static_cast<int>(i)); it != args_.end()) e.args = std::move(it->second);
+      for (std::uint32_t k = r.frames_begin; k < r.frames_end; ++k) {
+        if (const std::string& f = frame_names[k]; !f.empty()) e.stack.push_back(f);
+      }
       e.self_cpu_memory_usage = r.allocated - r.freed;
       for (std::uint32_t k = r.inputs_begin; k < r.inputs_end; ++k) {
         const RawInput& in = inputs_[k];
@@ -113,7 +174,7 @@ class Recorder final : public Observer {
     for (std::size_t i = out.size(); i-- > 0;) {
       Event& e = out[i];
       e.cpu_memory_usage += e.self_cpu_memory_usage;
-      if (e.kind != EventKind::Region) e.route = route_name(events_[i].routes);
+      if (has_route(e.kind)) e.route = route_name(events_[i].routes);
       if (e.parent >= 0) {
         out[e.parent].self_ns -= e.duration_ns();
         out[e.parent].cpu_memory_usage += e.cpu_memory_usage;
@@ -124,6 +185,21 @@ class Recorder final : public Observer {
       if (e.kind != EventKind::BackwardNode || e.sequence_nr < 0) continue;
       if (auto it = op_of_sequence_nr.find(e.sequence_nr); it != op_of_sequence_nr.end()) e.forward_op = it->second;
     }
+    // Other threads' and streams' spans follow, in the order they began: no parent, no children.
+    std::stable_sort(remote_.begin(), remote_.end(), [](const Remote& a, const Remote& b) { return a.start_ns < b.start_ns; });
+    for (Remote& r : remote_) {
+      Event& e = out.emplace_back();
+      e.name = std::move(r.name);
+      e.kind = r.kind;
+      e.start_ns = r.start_ns;
+      e.end_ns = r.end_ns;
+      e.self_ns = e.duration_ns();
+      e.tid = r.tid;
+      e.on_profiled_thread = false;
+      e.args = std::move(r.args);
+    }
+    remote_.clear();
+    append_gpu_spans(out);
     return out;
   }
 
@@ -142,7 +218,97 @@ class Recorder final : public Observer {
     std::uint32_t inputs_begin = 0;
     std::uint32_t inputs_end = 0;
     std::uint8_t routes = 0;  // route_bit()s of the kernels it ran itself (children folded in at the end)
+    std::uint32_t frames_begin = 0;  // with_stack: its return addresses in frames_
+    std::uint32_t frames_end = 0;
+    int gpu = -1;  // its entry in gpu_, when its kernels ran on a GPU
   };
+  /// The markers around one op's GPU work (Note [GPU spans]).
+  struct GpuWork {
+    int event;            // the op's index
+    std::int64_t host_ns;  // when the start marker was recorded
+    std::unique_ptr<StreamMarker> start;
+    std::unique_ptr<StreamMarker> end = nullptr;
+  };
+  struct Remote {
+    std::string name;
+    EventKind kind;
+    std::int64_t start_ns;
+    std::int64_t end_ns;
+    std::int64_t tid;
+    SpanArgs args;
+  };
+
+  static EventKind event_kind(SpanKind kind) {
+    switch (kind) {
+      case SpanKind::Region: return EventKind::Region;
+      case SpanKind::Collective: return EventKind::Collective;
+      case SpanKind::Kernel: return EventKind::Kernel;
+      case SpanKind::Memcpy: return EventKind::Memcpy;
+    }
+    return EventKind::Region;
+  }
+  /// Only ops and backward nodes say where their kernels ran; a region's or a collective's
+  /// kernels (an optimizer's step, AVG's division) belong to no op.
+  static bool has_route(EventKind kind) { return kind == EventKind::Op || kind == EventKind::BackwardNode; }
+
+  /// See Note [GPU spans]: each stream's spans from its first marker, placed at that marker's
+  /// host time; lanes numbered by first use.
+  void append_gpu_spans(std::vector<Event>& out) {
+    std::unordered_map<std::uint64_t, std::size_t> first_of_stream;  // stream -> its first gpu_ entry
+    std::unordered_map<std::uint64_t, std::int64_t> lane_of_stream;
+    for (std::size_t i = 0; i < gpu_.size(); ++i) {
+      GpuWork& g = gpu_[i];
+      if (g.end == nullptr) continue;  // an op still open at stop(): its end was never queued
+      const std::uint64_t stream = g.start->stream();
+      const std::size_t first = first_of_stream.emplace(stream, i).first->second;
+      const std::int64_t lane = lane_of_stream.emplace(stream, static_cast<std::int64_t>(lane_of_stream.size())).first->second;
+      const GpuWork& anchor = gpu_[first];
+      const auto ns_since_anchor = [&](const StreamMarker& m) {
+        return &m == anchor.start.get() ? std::int64_t{0}
+                                        : static_cast<std::int64_t>(m.elapsed_ms_since(*anchor.start) * 1e6);
+      };
+      Event& op = out[static_cast<std::size_t>(g.event)];
+      op.args.push_back({"External id", static_cast<std::int64_t>(g.event)});
+      Event e;
+      e.name = op.name;
+      e.kind = op.name.find("copy") != std::string::npos ? EventKind::Memcpy : EventKind::Kernel;
+      e.start_ns = anchor.host_ns + ns_since_anchor(*g.start);
+      e.end_ns = anchor.host_ns + ns_since_anchor(*g.end);
+      e.self_ns = e.duration_ns();
+      e.tid = kStreamLaneBase + lane;
+      e.on_profiled_thread = false;
+      e.args.push_back({"External id", static_cast<std::int64_t>(g.event)});
+      e.args.push_back({"stream", lane});
+      out.push_back(std::move(e));
+    }
+    gpu_.clear();
+  }
+
+  /// See Note [Stacks of ops]. Frame 0 is capture_call_stack's own; the rest are named later.
+  void capture_stack(RawEvent& e) {
+    std::array<void*, 64> frames;
+    const int n = capture_call_stack(frames);
+    e.frames_begin = static_cast<std::uint32_t>(frames_.size());
+    if (n > 1) frames_.insert(frames_.end(), frames.begin() + 1, frames.begin() + n);
+    e.frames_end = static_cast<std::uint32_t>(frames_.size());
+  }
+  /// One name per entry of frames_, empty for Kiln's own frames; each distinct address is
+  /// named once.
+  std::vector<std::string> name_user_frames() const {
+    std::vector<void*> distinct(frames_.begin(), frames_.end());
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    std::vector<std::string> names = symbolize_frames(distinct);
+    for (std::string& name : names) {
+      if (is_kiln_frame(name)) name.clear();
+    }
+    std::vector<std::string> out;
+    out.reserve(frames_.size());
+    for (void* f : frames_) {
+      out.push_back(names[static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), f) - distinct.begin())]);
+    }
+    return out;
+  }
 
   static std::uint8_t route_bit(Route r) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(r)); }
   /// The routes as one name; oneDNN and thin replace the CPU table's kernel, so they hide Eigen.
@@ -167,9 +333,10 @@ class Recorder final : public Observer {
     bool defined = false;
   };
 
-  std::int64_t now() const {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count();
+  std::int64_t since_start(Clock::time_point t) const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - start_).count();
   }
+  std::int64_t now() const { return since_start(Clock::now()); }
   RawEvent& begin(const char* name, EventKind kind) {
     const int parent = stack_.empty() ? -1 : stack_.back();
     stack_.push_back(static_cast<int>(events_.size()));
@@ -179,7 +346,9 @@ class Recorder final : public Observer {
   void end() {
     // An end without its begin: a RecordFunction that outlived stop(). Nothing to close.
     if (stack_.empty()) return;
-    events_[stack_.back()].end_ns = now();
+    RawEvent& e = events_[stack_.back()];
+    if (e.gpu >= 0) gpu_[static_cast<std::size_t>(e.gpu)].end = stream_clock_->record();
+    e.end_ns = now();
     stack_.pop_back();
   }
   /// Region names may be a caller's temporary string (RecordFunction): keep one copy of each.
@@ -190,29 +359,42 @@ class Recorder final : public Observer {
   }
 
   bool record_shapes_;
+  bool with_stack_;
+  StreamClock* stream_clock_;  // nullptr: no GPU spans
   Clock::time_point start_;
+  std::int64_t tid_;  // the recording thread's lane
   std::vector<RawEvent> events_;
   std::vector<int> stack_;
   std::vector<RawInput> inputs_;
   std::vector<std::int64_t> dims_;
   std::vector<MemorySample> memory_;
   std::unordered_set<std::string> names_;
+  std::vector<void*> frames_;                 // with_stack: every op's return addresses, one after another
+  std::unordered_map<int, SpanArgs> args_;    // the args of this thread's spans, by event index
+  std::vector<Remote> remote_;                // other threads' spans, guarded by the tap's lock
+  std::vector<GpuWork> gpu_;                  // the GPU work of ops, in the order it was queued
 };
 
-/// The allocator's one listener, never destroyed: a thread that read the pointer just before a
-/// profile stopped still finds a live object, which then sees no recorder and drops the event.
-class MemoryTap final : public MemoryObserver {
+/// The allocator's and the other threads' one listener, never destroyed: a thread that read the
+/// pointer just before a profile stopped still finds a live object, which then sees no recorder
+/// and drops the event.
+class Tap final : public MemoryObserver, public SpanObserver {
  public:
   void memory_event(const void*, std::int64_t bytes, std::int64_t allocated_now) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (target_ != nullptr) target_->memory(bytes, allocated_now);
   }
+  void span(std::string name, SpanKind kind, Clock::time_point start, Clock::time_point end, std::int64_t tid,
+            SpanArgs args) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (target_ != nullptr) target_->remote_span(std::move(name), kind, start, end, tid, std::move(args));
+  }
   void set_target(Recorder* r) {
     std::lock_guard<std::mutex> lock(mutex_);
     target_ = r;
   }
-  static MemoryTap& instance() {
-    static auto* tap = new MemoryTap();
+  static Tap& instance() {
+    static auto* tap = new Tap();
     return *tap;
   }
 
@@ -228,7 +410,6 @@ std::atomic<bool> g_profiling{false};
 }
 
 Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
-  KILN_CHECK_NOT_IMPLEMENTED(!options_.with_stack, "profiler: with_stack=True is not supported yet");
   if (options_.schedule) options_.schedule->validate();
   KILN_CHECK(observer() == nullptr && !g_profiling.exchange(true),
              "Profiler is already enabled: one kiln::profiler::Profile records at a time");
@@ -290,21 +471,20 @@ void Profile::transit(ProfilerAction from, ProfilerAction to) {
 }
 
 void Profile::start_trace() {
-  recorder_ = std::make_unique<detail::Recorder>(options_.record_shapes, detail::Clock::now());
-  if (options_.profile_memory) {
-    detail::MemoryTap::instance().set_target(recorder_.get());
-    set_memory_observer(&detail::MemoryTap::instance());
-  }
+  StreamClock* clock = options_.stream_clock != nullptr ? options_.stream_clock : cuda_stream_clock();
+  recorder_ = std::make_unique<detail::Recorder>(options_.record_shapes, options_.with_stack, clock, detail::Clock::now());
+  detail::Tap::instance().set_target(recorder_.get());
+  set_span_observer(&detail::Tap::instance());
+  if (options_.profile_memory) set_memory_observer(&detail::Tap::instance());
   initial_allocated_ = cpu_allocator_stats().allocated_bytes;
   set_observer(recorder_.get());
 }
 
 void Profile::uninstall_recorder() {
   set_observer(nullptr);
-  if (options_.profile_memory) {
-    set_memory_observer(nullptr);
-    detail::MemoryTap::instance().set_target(nullptr);
-  }
+  set_span_observer(nullptr);
+  if (options_.profile_memory) set_memory_observer(nullptr);
+  detail::Tap::instance().set_target(nullptr);
 }
 
 void Profile::discard_trace() {
@@ -351,9 +531,22 @@ const std::vector<MemorySample>& Profile::memory_samples() const {
   return memory_;
 }
 
-EventList Profile::key_averages(bool group_by_input_shape) const {
+EventList Profile::key_averages(bool group_by_input_shape, int group_by_stack_n) const {
   check_finished();
-  return profiler::key_averages(events_, group_by_input_shape && options_.record_shapes, options_.profile_memory);
+  KILN_CHECK_VALUE(group_by_stack_n <= 0 || options_.with_stack, "key_averages: group_by_stack_n=", group_by_stack_n,
+                   " needs a profile recorded with with_stack=true");
+  return profiler::key_averages(events_, group_by_input_shape && options_.record_shapes, options_.profile_memory,
+                                group_by_stack_n);
+}
+
+void Profile::export_stacks(const std::string& path, const std::string& metric) const {
+  check_finished();
+  KILN_CHECK_VALUE(options_.with_stack, "export_stacks: the profile was recorded without with_stack=true");
+  const std::string text = collapsed_stacks(events_, metric);
+  std::ofstream file(path);
+  KILN_CHECK(file.good(), "profiler: cannot open '", path, "' for writing");
+  file << text;
+  KILN_CHECK(file.good(), "profiler: writing '", path, "' failed");
 }
 
 void Profile::export_chrome_trace(const std::string& path) const {

@@ -1,14 +1,18 @@
 // profiler/profile.h — kiln::profiler::Profile, torch.profiler.profile for C++: an RAII guard
 // that records, on the thread that makes it, every differentiable op (name, input shapes and
-// dtypes, self and total time, CPU memory), every backward node the engine runs (linked to the
-// op that built it), the optimizer's and GradScaler's regions, and the CPU allocator's curve.
+// dtypes, self and total time, CPU memory, and with with_stack the user's frames that called
+// it), every backward node the engine runs (linked to the op that built it), the optimizer's
+// and GradScaler's regions, and the CPU allocator's curve; and, on any thread, the DataLoader
+// workers' batches and the process groups' collectives, each on its thread's lane.
 //
-//   profiler::Profile prof({.record_shapes = true, .profile_memory = true});
+//   profiler::Profile prof({.record_shapes = true, .profile_memory = true, .with_stack = true});
 //   train_step();
 //   prof.stop();
 //   std::cout << prof.key_averages().table({.sort_by = "self_cpu_time_total", .row_limit = 10});
 //   prof.export_chrome_trace("trace.json");  // open in https://ui.perfetto.dev
 //   prof.export_html("step.html");           // or look at one step in a browser
+//   std::cout << prof.key_averages(false, 3).table();          // + where the ops were called
+//   prof.export_stacks("stacks.txt", "self_cpu_time_total");   // flamegraph.pl stacks.txt
 //
 // With a schedule (profiler/schedule.h) it records only some steps, marks each recorded one
 // "ProfilerStep#N", and hands every finished recording to on_trace_ready, as PyTorch's does.
@@ -27,6 +31,7 @@
 #include "profiler/event.h"
 #include "profiler/key_averages.h"
 #include "profiler/schedule.h"
+#include "profiler/stream_clock.h"
 
 namespace kiln::profiler {
 
@@ -36,7 +41,10 @@ class Profile;
 struct ProfileOptions {
   bool record_shapes = false;   // keep each op's input shapes and dtypes
   bool profile_memory = false;  // keep the CPU allocator's events
-  bool with_stack = false;      // source locations of ops: not recorded yet (an error if asked)
+  bool with_stack = false;      // keep the user's call stack of each op (Note [Stacks of ops])
+  /// Times the GPU work of each op on its stream (Note [GPU spans]); nullptr: CUDA events when
+  /// a device is available, no GPU spans otherwise. Tests pass a fake.
+  StreamClock* stream_clock = nullptr;
   /// Which steps (counted by step()) are recorded; none: everything from construction to stop().
   std::optional<Schedule> schedule = std::nullopt;
   /// Called when a scheduled recording ends (after a RecordAndSave step, or at stop() while
@@ -66,15 +74,20 @@ class Profile {
   /// Whether ops are being recorded now.
   bool is_recording() const { return recorder_ != nullptr; }
 
-  /// Every op, backward node and region recorded, in the order they began.
+  /// Every op, backward node and region of the recording thread, in the order they began;
+  /// then the spans of other threads, in the order they began, and the GPU spans of ops, in
+  /// the order they were queued (both with on_profiled_thread false).
   const std::vector<Event>& events() const;
   /// Every CPU allocator event recorded (empty without profile_memory), in order.
   const std::vector<MemorySample>& memory_samples() const;
   /// allocated_bytes of the CPU allocator when recording started.
   std::int64_t initial_allocated_bytes() const { return initial_allocated_; }
 
-  /// Events grouped by name (and input shapes), PyTorch's key_averages().
-  EventList key_averages(bool group_by_input_shape = false) const;
+  /// Events grouped by name (and input shapes, and the first group_by_stack_n frames of their
+  /// stacks, which needs with_stack), PyTorch's key_averages().
+  EventList key_averages(bool group_by_input_shape = false, int group_by_stack_n = 0) const;
+  /// Writes the collapsed stacks flamegraph.pl reads (profiler/collapsed_stacks.h); needs with_stack.
+  void export_stacks(const std::string& path, const std::string& metric = "self_cpu_time_total") const;
   /// Writes the Trace Event JSON that chrome://tracing and Perfetto open.
   void export_chrome_trace(const std::string& path) const;
   /// Writes one self-contained HTML page drawing a step (profiler/html_report.h).

@@ -1,10 +1,11 @@
 // profiler/profiler.h — kiln::profiler in one include: Profile (the recording guard),
 // RecordFunction (marking spans of your own code), Schedule (which steps to record),
-// key_averages' tables, the Chrome trace and the HTML page of one step.
+// key_averages' tables, the Chrome trace, the collapsed stacks and the HTML page of one step.
 // Start at profiler/profile.h.
 #pragma once
 
 #include "profiler/chrome_trace.h"
+#include "profiler/collapsed_stacks.h"
 #include "profiler/event.h"
 #include "profiler/html_report.h"
 #include "profiler/key_averages.h"

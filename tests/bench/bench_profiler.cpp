@@ -4,7 +4,8 @@
 // same binary and, in BM_CnnStepProfilerOverhead, interleaved step by step with the profiled
 // one, so a busy machine slows both alike; its counter `ratio` is profiled / plain.
 //   KILN_NUM_THREADS=2 build/tests/bench/bench_profiler
-// BM_OneElementAddRecorded shows the cost per op. The target: ratio <= 1.10.
+// BM_OneElementAddRecorded shows the cost per op. The target: ratio <= 1.10 (with_stack:0;
+// with_stack:1 adds each op's backtrace(), Note [Stacks of ops]).
 // Read next: profiler/profile.h.
 #include <benchmark/benchmark.h>
 
@@ -31,6 +32,7 @@ struct CnnStep {
 };
 
 const profiler::ProfileOptions kRecording{.record_shapes = true, .profile_memory = true};
+const profiler::ProfileOptions kRecordingStacks{.record_shapes = true, .profile_memory = true, .with_stack = true};
 
 /// profiled:0 runs the step alone; profiled:1 under one Profile spanning every timed step (its
 /// results are built after the timed loop, as a program would after its profiled steps).
@@ -53,8 +55,9 @@ void BM_CnnStep(benchmark::State& state) {
 BENCHMARK(BM_CnnStep)->ArgName("profiled")->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 /// Each iteration: one plain step, then one step under a fresh Profile (started and stopped
-/// outside the timed span). Reports both means and their ratio.
+/// outside the timed span). Reports both means and their ratio; with_stack:1 records stacks too.
 void BM_CnnStepProfilerOverhead(benchmark::State& state) {
+  const profiler::ProfileOptions& options = state.range(0) == 1 ? kRecordingStacks : kRecording;
   using Clock = std::chrono::steady_clock;
   manual_seed(0);
   CnnStep step;
@@ -65,7 +68,7 @@ void BM_CnnStepProfilerOverhead(benchmark::State& state) {
     auto t0 = Clock::now();
     step();
     plain_s += std::chrono::duration<double>(Clock::now() - t0).count();
-    profiler::Profile prof(kRecording);
+    profiler::Profile prof(options);
     t0 = Clock::now();
     step();
     profiled_s += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -78,18 +81,26 @@ void BM_CnnStepProfilerOverhead(benchmark::State& state) {
   state.counters["profiled_ms"] = 1e3 * profiled_s / n;
   state.counters["ratio"] = profiled_s / plain_s;
 }
-BENCHMARK(BM_CnnStepProfilerOverhead)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK(BM_CnnStepProfilerOverhead)
+    ->ArgName("with_stack")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(3.0);
 
 /// What one op costs to record: bench_core's one-element add (a node recorded, as in a
 /// forward) with no profiler (profiled:0, bench_core's own figure) and under a Profile
-/// recording shapes and memory (profiled:1). Each iteration's events are kept until the end.
+/// recording shapes and memory (profiled:1), and stacks too (profiled:2). Each iteration's
+/// events are kept until the end.
 void BM_OneElementAddRecorded(benchmark::State& state) {
   Tensor a = ones({1}, requires_grad()), b = ones({1});
   std::optional<profiler::Profile> prof;
   if (state.range(0) == 1) prof.emplace(kRecording);
+  if (state.range(0) == 2) prof.emplace(kRecordingStacks);
   for (auto _ : state) benchmark::DoNotOptimize((a + b).raw_data_ptr());
 }
-BENCHMARK(BM_OneElementAddRecorded)->ArgName("profiled")->Arg(0)->Arg(1);
+BENCHMARK(BM_OneElementAddRecorded)->ArgName("profiled")->Arg(0)->Arg(1)->Arg(2);
 
 }  // namespace
 }  // namespace kiln
