@@ -449,8 +449,8 @@ TEST_F(CompileTest, TheFusedKernelsComputeWhatTheirPairsCompute) {
   }
 }
 
-// Note [Layer scopes]: an LSTM's and a ConvTranspose2d's calls are noted with the nodes their
-// kernels made and the tensors they took and returned; the replay is unchanged by them.
+// An LSTM's and a ConvTranspose2d's calls are noted (Note [Layer scopes]) with the nodes their
+// kernels made and the tensors they took and returned.
 TEST_F(CompileTest, LayerCallsAreNotedWithTheirNodes) {
   manual_seed(9);
   nn::Linear before(4, 5);
