@@ -199,9 +199,13 @@ RNN::RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions
 RNN::RNN(const RNNOptions& options) : RNN(options.input_size(), options.hidden_size(), options.args()) {}
 
 std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
+  capture::Scope scope(this, "RNN", {&input, &hx});  // Note [Layer scopes]
   const auto [x, unbatched] = sequence_first(input);
   const auto [output, finals] = run(x, {initial_state(hx, x, unbatched, "hidden")});
-  return {caller_layout(output, unbatched, options.batch_first), unbatched ? finals[0].squeeze(1) : finals[0]};
+  const Tensor y = caller_layout(output, unbatched, options.batch_first),
+               h_n = unbatched ? finals[0].squeeze(1) : finals[0];
+  scope.returns({&y, &h_n});
+  return {y, h_n};
 }
 
 LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)

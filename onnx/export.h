@@ -31,7 +31,8 @@ namespace kiln::onnx {
 // nodes (onnx/kernel_export.cpp). Views cost no kernel and so leave no record: a kernel simply
 // reads its inputs through strides. The translation therefore recovers each view from the
 // strides a kernel read a value with (Reshape, Transpose, Slice, Expand; onnx/graph_builder.cpp).
-// A layer ONNX has an operator for (nn::LSTM, nn::GRU, nn::ConvTranspose2d) marks its call in
+// A layer ONNX has an operator for (nn::LSTM, nn::GRU, nn::RNN,
+// nn::ConvTranspose2d) marks its call in
 // the capture, and is written as that operator instead of its kernels (onnx/layer_export.h).
 // Tensors no kernel wrote (parameters, buffers, constants made on the host) become
 // initializers holding the values the forward read. What the capture cannot express (host

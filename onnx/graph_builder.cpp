@@ -47,8 +47,8 @@ namespace kiln::onnx {
 
 // Note [The sequence axis]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
-// A second name in dynamic_axes names the time axis of the recurrent layers. ONNX's LSTM and
-// GRU nodes take any sequence length, but the other nodes Kiln writes carry the example's
+// A second name in dynamic_axes names the time axis of the recurrent layers. ONNX's LSTM, GRU
+// and RNN nodes take any sequence length, but the other nodes Kiln writes carry the example's
 // sizes in their shapes and slices (a Reshape to [N * T, F], the last step's Slice), so a
 // dynamic time axis is only sound where nothing but recurrent nodes and transposes touch it:
 // a recurrent layer reading a graph input that no node has read before makes that input's time
@@ -111,6 +111,13 @@ void set_string(::onnx::NodeProto& n, const char* name, const std::string& value
   a.set_name(name);
   a.set_type(::onnx::AttributeProto::STRING);
   a.set_s(value);
+}
+
+void set_strings(::onnx::NodeProto& n, const char* name, const std::vector<std::string>& values) {
+  ::onnx::AttributeProto& a = *n.add_attribute();
+  a.set_name(name);
+  a.set_type(::onnx::AttributeProto::STRINGS);
+  for (const std::string& v : values) a.add_strings(v);
 }
 
 void set_float(::onnx::NodeProto& n, const char* name, double value) {

@@ -50,6 +50,7 @@ void set_int(::onnx::NodeProto& n, const char* name, std::int64_t value);
 void set_ints(::onnx::NodeProto& n, const char* name, const std::vector<std::int64_t>& values);
 void set_float(::onnx::NodeProto& n, const char* name, double value);
 void set_string(::onnx::NodeProto& n, const char* name, const std::string& value);
+void set_strings(::onnx::NodeProto& n, const char* name, const std::vector<std::string>& values);
 
 class GraphBuilder {
  public:

@@ -1,4 +1,4 @@
-// onnx/layer_export.cpp — nn::LSTM and nn::GRU as ONNX LSTM and GRU nodes, nn::ConvTranspose2d
+// onnx/layer_export.cpp — nn::LSTM, nn::GRU and nn::RNN as ONNX LSTM, GRU and RNN nodes, nn::ConvTranspose2d
 // as ConvTranspose (see onnx/layer_export.h).
 #include "onnx/layer_export.h"
 
@@ -22,6 +22,8 @@ namespace kiln::onnx {
 //    PyTorch's GRU rows are r, z, n and ONNX's z, r, h.
 //  - PyTorch's GRU adds b_hn inside the reset product, n = tanh(x_n + r (W_hn h + b_hn)), which
 //    is ONNX's GRU with linear_before_reset = 1.
+//  - nn::RNN has one gate; its nonlinearity is ONNX RNN's activation (Tanh, the default, or
+//    Relu, once per direction).
 // A layer of l > 0 reads the previous one's Y [T, directions, N, H] as [T, N, directions * H]
 // (Transpose, then a Reshape of shape [0, 0, -1], which copies T and N from its input so both
 // stay dynamic); h_n and c_n are the layers' Y_h and Y_c concatenated. batch_first is a
@@ -63,11 +65,15 @@ Value concat(GraphBuilder& g, const std::vector<Value>& parts, std::int64_t axis
 }
 
 bool export_recurrent(const nn::RNNBase& rnn, const std::string& name, const compiler::Scope& call, GraphBuilder& g) {
-  const bool lstm = rnn.mode == nn::RNNBase::Mode::Lstm;
+  using Mode = nn::RNNBase::Mode;
+  const bool lstm = rnn.mode == Mode::Lstm, gru = rnn.mode == Mode::Gru;
   const Tensor& input = call.args[0];
   if (input.dim() != 3 || call.results.size() != (lstm ? 3u : 2u)) return false;
   const std::int64_t hidden = rnn.hidden_size, directions = rnn.options.bidirectional ? 2 : 1;
-  const std::vector<std::int64_t> order = lstm ? std::vector<std::int64_t>{0, 3, 1, 2} : std::vector<std::int64_t>{1, 0, 2};
+  // ONNX's gate k is PyTorch's order[k].
+  const std::vector<std::int64_t> order = lstm  ? std::vector<std::int64_t>{0, 3, 1, 2}
+                                          : gru ? std::vector<std::int64_t>{1, 0, 2}
+                                                : std::vector<std::int64_t>{0};
   std::map<std::string, Tensor> params;
   for (const auto& [param, t] : rnn.named_parameters()) params.emplace(param, t);
 
@@ -83,7 +89,7 @@ bool export_recurrent(const nn::RNNBase& rnn, const std::string& name, const com
   if (call.args[1].defined()) h0 = g.read(call.args[1]);
   if (lstm && call.args[2].defined()) c0 = g.read(call.args[2]);
 
-  const char* op = lstm ? "LSTM" : "GRU";
+  const char* op = lstm ? "LSTM" : gru ? "GRU" : "RNN";
   std::vector<Value> h_n, c_n;
   for (std::int64_t layer = 0; layer < rnn.options.num_layers; ++layer) {
     TensorList w, r, b;
@@ -111,7 +117,8 @@ bool export_recurrent(const nn::RNNBase& rnn, const std::string& name, const com
     ::onnx::NodeProto& n = g.node(op, inputs, outputs);
     set_int(n, "hidden_size", hidden);
     if (directions == 2) set_string(n, "direction", "bidirectional");
-    if (!lstm) set_int(n, "linear_before_reset", 1);
+    if (gru) set_int(n, "linear_before_reset", 1);
+    if (rnn.mode == Mode::RnnRelu) set_strings(n, "activations", std::vector<std::string>(directions, "Relu"));
 
     h_n.push_back(Value{y_h, {directions, batch, hidden}, batch_dim});
     if (lstm) c_n.push_back(Value{outputs[2], {directions, batch, hidden}, batch_dim});
@@ -150,10 +157,7 @@ bool export_conv_transpose(const nn::ConvTranspose2d& m, const compiler::Scope& 
 }  // namespace
 
 bool export_layer(const nn::Module& layer, const std::string& name, const compiler::Scope& call, GraphBuilder& graph) {
-  if (const auto* rnn = dynamic_cast<const nn::RNNBase*>(&layer)) {
-    const bool has_operator = rnn->mode == nn::RNNBase::Mode::Lstm || rnn->mode == nn::RNNBase::Mode::Gru;
-    return has_operator && export_recurrent(*rnn, name, call, graph);
-  }
+  if (const auto* rnn = dynamic_cast<const nn::RNNBase*>(&layer)) return export_recurrent(*rnn, name, call, graph);
   if (const auto* conv = dynamic_cast<const nn::ConvTranspose2d*>(&layer)) return export_conv_transpose(*conv, call, graph);
   return false;
 }

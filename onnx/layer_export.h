@@ -1,6 +1,6 @@
 // onnx/layer_export.h — a layer's whole call written as ONNX's own operator for that layer:
-// nn::LSTM and nn::GRU as one ONNX LSTM or GRU node per layer (so the file takes any sequence
-// length), nn::ConvTranspose2d as ConvTranspose. The capture marks each such call with the
+// nn::LSTM, nn::GRU and nn::RNN as one ONNX LSTM, GRU or RNN node per layer (so the file takes
+// any sequence length), nn::ConvTranspose2d as ConvTranspose. The capture marks each such call with the
 // nodes its kernels made (Note [Layer scopes] in compile/capture.h); the export writes the
 // layer's node instead of those kernels. See Note [Layers as ONNX operators].
 // Read next: onnx/kernel_export.h (everything else, kernel by kernel).

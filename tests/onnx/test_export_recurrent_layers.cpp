@@ -1,5 +1,5 @@
-// tests/onnx/test_export_recurrent_layers.cpp — nn::LSTM and nn::GRU written as ONNX's own
-// LSTM and GRU nodes (onnx/layer_export.h): one and two layers, one and two directions,
+// tests/onnx/test_export_recurrent_layers.cpp — nn::LSTM, nn::GRU and nn::RNN written as
+// ONNX's own LSTM, GRU and RNN nodes (onnx/layer_export.h): one and two layers, one and two directions,
 // batch_first or not, with and without initial states, exported at batch 3 and length 6 with
 // both axes dynamic and run in ONNX Runtime at batch 1 and 37, length 2 and 9, against Kiln
 // (max relative error <= 1e-5); and each file holds one node per layer, not the unrolled steps.
@@ -108,6 +108,27 @@ TEST_F(OnnxRecurrentLayers, LstmInsideAModelKeepsItsOtherNodes) {
            {{"embedding", embedding}, {"lstm", lstm}, {"head", head}});
   const std::string path = expect_runtime_agrees(m, [](std::int64_t n) { return randint(0, 11, {n, 6}); });
   EXPECT_EQ(op_counts(path).at("LSTM"), 2);
+}
+
+TEST_F(OnnxRecurrentLayers, RnnIsOneOnnxRnnNodePerLayer) {
+  for (const char* nonlinearity : {"tanh", "relu"}) {
+    for (RecurrentCase c : kCases) {
+      c.options.nonlinearity = nonlinearity;
+      SCOPED_TRACE(std::string(c.name) + " " + nonlinearity);
+      manual_seed(43);
+      auto rnn = std::make_shared<nn::RNN>(kInput, kHidden, c.options);
+      Lambda owner([](const Tensor& x) { return x; }, {{"rnn", rnn}});
+      const onnx::Forward forward = [rnn](const std::vector<Tensor>& x) {
+        const auto [y, h_n] = (*rnn)(x[0], x.size() == 2 ? x[1] : Tensor());
+        return std::vector<Tensor>{y, h_n};
+      };
+      const std::string path =
+          expect_runtime_agrees_over_sequences(owner, forward, inputs_for(c, 1), batch_dims_for(c, 1));
+      const std::map<std::string, int> ops = op_counts(path);
+      EXPECT_EQ(ops.count("RNN") ? ops.at("RNN") : 0, c.options.num_layers);
+      EXPECT_EQ(ops.count("Relu") + ops.count("Tanh") + ops.count("MatMul"), 0u);
+    }
+  }
 }
 
 // A dynamic sequence axis that another node would fix is refused, naming the node.
