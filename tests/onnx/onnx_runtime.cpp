@@ -138,7 +138,8 @@ std::string OnnxRuntimeTest::expect_agreement(nn::Module& module, const onnx::Fo
       EXPECT_LE(error, tolerance) << "output " << o << " at " << at << ": ONNX Runtime " << got[r][o].sizes()
                                   << ", Kiln " << expected[r][o].sizes();
       char line[96];
-      std::snprintf(line, sizeof line, " %s: %.2e", at.c_str(), error);
+      if (expected[r].size() == 1) std::snprintf(line, sizeof line, " %s: %.2e", at.c_str(), error);
+      else std::snprintf(line, sizeof line, " %s output %zu: %.2e", at.c_str(), o, error);
       report += line;
     }
   }
