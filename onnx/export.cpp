@@ -132,6 +132,9 @@ ExportReport export_function(const Forward& forward, nn::Module& module, const s
                                " in the forward has no ONNX export");
     export_kernel(*node.call, builder);
   }
+  KILN_CHECK_VALUE(options.dynamic_axes.size() < 2 || builder.has_sequence_input(), "onnx export: dynamic_axes names ",
+                   "the sequence axis '", options.dynamic_axes.back(), "', but no recurrent layer (nn::LSTM, nn::GRU, ",
+                   "nn::RNN) of the module reads a graph input as it was given (Note [The sequence axis])");
   for (std::size_t i = 0; i < graph.outputs.size(); ++i) {
     builder.add_output(name_or(options.output_names, i, "output"), graph.outputs[i]);
   }

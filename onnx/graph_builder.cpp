@@ -202,6 +202,7 @@ std::optional<Value> GraphBuilder::sequence_input(const Tensor& t, int dim) {
   ::onnx::ValueInfoProto& info = *graph_.mutable_input(inputs_.at(v.name));
   info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(dim)->set_dim_param(sequence_name_);
   inputs_read_.insert(v.name);
+  has_sequence_input_ = true;
   return v;
 }
 

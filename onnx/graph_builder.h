@@ -79,6 +79,8 @@ class GraphBuilder {
   /// no sequence axis is named. Refused when `t` is not a graph input as it was given, or a
   /// node has read it already (Note [The sequence axis]).
   std::optional<Value> sequence_input(const Tensor& t, int dim);
+  /// Whether some input's dim became the sequence axis.
+  bool has_sequence_input() const { return has_sequence_input_; }
 
   /// A new node; its outputs are named by the caller or with result().
   ::onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs,
@@ -132,6 +134,7 @@ class GraphBuilder {
   int batch_input_dim_ = 0;
   std::map<std::string, int> inputs_;  // graph inputs by name: their index in the graph
   std::set<std::string> inputs_read_;  // graph inputs some node has read
+  bool has_sequence_input_ = false;
   std::map<const Storage*, Held> held_;
   /// Storages written piece by piece (a recurrent layer's step outputs): each piece by offset.
   std::map<const Storage*, std::map<std::int64_t, Held>> pieces_;

@@ -141,6 +141,8 @@ TEST(OnnxErrors, OptionsAreChecked) {
   EXPECT_ERROR(onnx::export_model(mlp, {randn({2, 784})}, file_for("bad"),
                                   {.dynamic_axes = {"batch"}, .batch_dims = {2}}),
                "onnx export: batch_dims[0] is 2 but input 0 has 2 dims");
+  EXPECT_ERROR(onnx::export_model(mlp, {randn({2, 784})}, file_for("bad"), {.dynamic_axes = {"batch", "sequence"}}),
+               "onnx export: dynamic_axes names the sequence axis 'sequence', but no recurrent layer");
 }
 
 }  // namespace
