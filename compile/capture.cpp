@@ -2,6 +2,7 @@
 // Note [Capturing a step]).
 #include "compile/capture.h"
 
+#include <cstdint>
 #include <filesystem>
 
 #include "autograd/grad_mode.h"
@@ -138,6 +139,27 @@ void Capture::grad_bound(const Tensor& leaf, const Tensor& grad) {
 void Capture::not_replayable(const std::string& what, std::source_location where) {
   if (region_depth_ > 0 || kernel_depth_ > 0) return;
   fail(what + " at " + site(where) + " cannot be replayed yet");
+}
+
+void Capture::scope_begin(const void* owner, const char* name, std::initializer_list<const Tensor*> args) {
+  if (region_depth_ > 0 || kernel_depth_ > 0) {
+    open_scopes_.push_back(SIZE_MAX);
+    return;
+  }
+  Scope scope{owner, name, graph_.nodes.size(), graph_.nodes.size(), {}, {}};
+  for (const Tensor* t : args) scope.args.push_back(*t);
+  open_scopes_.push_back(scopes_.size());
+  scopes_.push_back(std::move(scope));
+}
+
+void Capture::scope_end(std::initializer_list<const Tensor*> results) {
+  if (open_scopes_.empty()) return;  // begun before this capture was installed
+  const std::size_t index = open_scopes_.back();
+  open_scopes_.pop_back();
+  if (index == SIZE_MAX) return;
+  Scope& scope = scopes_[index];
+  scope.end = graph_.nodes.size();
+  for (const Tensor* t : results) scope.results.push_back(*t);
 }
 
 }  // namespace kiln::compiler

@@ -48,6 +48,23 @@ namespace kiln::compiler {
 // The step's random kernels are called again at every replay, so they draw fresh numbers from
 // the generator, in eager order.
 
+// Note [Layer scopes]
+// ~~~~~~~~~~~~~~~~~~~
+// A layer may mark its call (capture::Scope, core/capture_hooks.h), and the capture notes, for
+// each marked call at the top level, which of the recorded nodes it made and the tensors it
+// took and returned: Capture::scopes(), the counterpart of the module scopes PyTorch's tracer
+// keeps. A replay reads none of it; a reader of the recording that knows a layer as a whole
+// (the ONNX export writes an nn::LSTM as one ONNX LSTM node) can take the call for its nodes.
+// Scopes index the nodes as captured, before any pass rewrites them.
+
+/// One marked call of a layer: nodes [begin, end) of the capture are its work.
+struct Scope {
+  const void* owner = nullptr;
+  std::string name;
+  std::size_t begin = 0, end = 0;
+  std::vector<Tensor> args, results;  // results is empty when the call threw
+};
+
 /// The kernel table whose entries record each call made at the top level (not from inside
 /// another kernel) and then make it (compile/recording_table.cpp).
 const BackendKernels& recording_kernels();
@@ -86,6 +103,10 @@ class Capture final : public capture::Observer {
   void region_end() override;
   void grad_bound(const Tensor& leaf, const Tensor& grad) override;
   void not_replayable(const std::string& what, std::source_location where) override;
+  void scope_begin(const void* owner, const char* name, std::initializer_list<const Tensor*> args) override;
+  void scope_end(std::initializer_list<const Tensor*> results) override;
+  /// The marked layer calls made at the top level, outermost first where they nest.
+  const std::vector<Scope>& scopes() const { return scopes_; }
 
  private:
   void fail(const std::string& why);
@@ -95,6 +116,8 @@ class Capture final : public capture::Observer {
   int kernel_depth_ = 0, region_depth_ = 0;
   std::set<const Storage*> written_;      // storages a recorded kernel wrote (or the inputs)
   std::set<const Storage*> host_touched_;  // storages host code touched before any kernel wrote them
+  std::vector<Scope> scopes_;
+  std::vector<std::size_t> open_scopes_;  // indices into scopes_ (SIZE_MAX: one not noted)
   capture::Observer* previous_ = nullptr;
   bool installed_ = false;
 };

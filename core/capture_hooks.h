@@ -38,6 +38,13 @@ class Observer {
   virtual void region_begin(const char* name, std::function<void()> replay,
                             std::initializer_list<const Tensor*> reads) = 0;
   virtual void region_end() = 0;
+  /// A layer's call begins (`owner` is the layer, `args` its tensor arguments, an undefined
+  /// one where an optional argument was not given) or ends (`results`, none when it threw).
+  /// A capture notes which of its nodes each call made, as PyTorch's tracer notes module
+  /// scopes; nothing replays differently (Note [Layer scopes] in compile/capture.h).
+  virtual void scope_begin([[maybe_unused]] const void* owner, [[maybe_unused]] const char* name,
+                           [[maybe_unused]] std::initializer_list<const Tensor*> args) {}
+  virtual void scope_end([[maybe_unused]] std::initializer_list<const Tensor*> results) {}
   /// Autograd made `grad` the .grad of `leaf` (AccumulateGrad's first gradient).
   virtual void grad_bound(const Tensor& leaf, const Tensor& grad) = 0;
   /// Something happened that a replay cannot redo (`what`, at `where`): the step stays eager.
@@ -110,6 +117,31 @@ class Region {
  private:
   Observer* observer_;
   profiler::Observer* profiler_;
+};
+
+/// Marks a layer's call for a capture (Observer::scope_begin); costs one thread-local test
+/// when none runs.
+///   capture::Scope scope(this, "LSTM", {&input, &h0, &c0});
+///   ...
+///   scope.returns({&output, &h_n, &c_n});
+class Scope {
+ public:
+  Scope(const void* owner, const char* name, std::initializer_list<const Tensor*> args) : observer_(observer()) {
+    if (observer_) observer_->scope_begin(owner, name, args);
+  }
+  /// The call's results, given just before it returns; closes the scope.
+  void returns(std::initializer_list<const Tensor*> results) {
+    if (observer_) observer_->scope_end(results);
+    observer_ = nullptr;
+  }
+  ~Scope() {
+    if (observer_) observer_->scope_end({});
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  Observer* observer_;
 };
 
 }  // namespace capture

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/capture_hooks.h"
 #include "core/creation.h"
 #include "nn/init.h"
 
@@ -67,8 +68,11 @@ ConvTranspose2d::ConvTranspose2d(std::int64_t in, std::int64_t out, Pair k, Conv
 void ConvTranspose2d::reset_parameters() { reset_conv_parameters(weight, bias); }
 
 Tensor ConvTranspose2d::forward(const Tensor& input) {
-  return conv_transpose2d(input, weight, bias, options.stride, options.padding, options.output_padding,
-                          options.dilation);
+  capture::Scope scope(this, "ConvTranspose2d", {&input});  // Note [Layer scopes]
+  const Tensor y = conv_transpose2d(input, weight, bias, options.stride, options.padding, options.output_padding,
+                                    options.dilation);
+  scope.returns({&y});
+  return y;
 }
 
 std::string ConvTranspose2d::extra_repr() const {

@@ -7,6 +7,7 @@
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
 #include "autograd/functions/rnn.h"
+#include "core/capture_hooks.h"
 #include "core/creation.h"
 #include "core/shape.h"
 #include "core/warning.h"
@@ -198,9 +199,13 @@ RNN::RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions
 RNN::RNN(const RNNOptions& options) : RNN(options.input_size(), options.hidden_size(), options.args()) {}
 
 std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
+  capture::Scope scope(this, "RNN", {&input, &hx});  // Note [Layer scopes]
   const auto [x, unbatched] = sequence_first(input);
   const auto [output, finals] = run(x, {initial_state(hx, x, unbatched, "hidden")});
-  return {caller_layout(output, unbatched, options.batch_first), unbatched ? finals[0].squeeze(1) : finals[0]};
+  const Tensor y = caller_layout(output, unbatched, options.batch_first),
+               h_n = unbatched ? finals[0].squeeze(1) : finals[0];
+  scope.returns({&y, &h_n});
+  return {y, h_n};
 }
 
 LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
@@ -209,8 +214,11 @@ LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptio
 LSTM::LSTM(const LSTMOptions& options) : LSTM(options.input_size(), options.hidden_size(), options.args()) {}
 
 LSTM::Output LSTM::forward(const Tensor& input, const std::optional<State>& hx) {
-  const auto [x, unbatched] = sequence_first(input);
   Tensor h0, c0;
+  if (hx) std::tie(h0, c0) = *hx;
+  // The whole call, for a capture that reads the layer as one (Note [Layer scopes]).
+  capture::Scope scope(this, "LSTM", {&input, &h0, &c0});
+  const auto [x, unbatched] = sequence_first(input);
   if (hx) {
     std::tie(h0, c0) = *hx;
     const std::int64_t want = unbatched ? 2 : 3;
@@ -220,7 +228,10 @@ LSTM::Output LSTM::forward(const Tensor& input, const std::optional<State>& hx) 
   const auto [output, finals] =
       run(x, {initial_state(h0, x, unbatched, "hidden[0]"), initial_state(c0, x, unbatched, "hidden[1]")});
   auto state = [&](const Tensor& t) { return unbatched ? t.squeeze(1) : t; };
-  return {caller_layout(output, unbatched, options.batch_first), {state(finals[0]), state(finals[1])}};
+  const Tensor y = caller_layout(output, unbatched, options.batch_first), h_n = state(finals[0]),
+               c_n = state(finals[1]);
+  scope.returns({&y, &h_n, &c_n});
+  return {y, {h_n, c_n}};
 }
 
 GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
@@ -229,9 +240,13 @@ GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions
 GRU::GRU(const GRUOptions& options) : GRU(options.input_size(), options.hidden_size(), options.args()) {}
 
 std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
+  capture::Scope scope(this, "GRU", {&input, &hx});  // Note [Layer scopes]
   const auto [x, unbatched] = sequence_first(input);
   const auto [output, finals] = run(x, {initial_state(hx, x, unbatched, "hidden")});
-  return {caller_layout(output, unbatched, options.batch_first), unbatched ? finals[0].squeeze(1) : finals[0]};
+  const Tensor y = caller_layout(output, unbatched, options.batch_first),
+               h_n = unbatched ? finals[0].squeeze(1) : finals[0];
+  scope.returns({&y, &h_n});
+  return {y, h_n};
 }
 
 // Hooks see the tensors of a call flattened, in forward's order (Note [Module calls]).

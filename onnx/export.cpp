@@ -7,6 +7,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <fstream>
+#include <map>
 
 #include "autograd/grad_mode.h"
 #include "compile/capture.h"
@@ -15,10 +16,15 @@
 #include "nn/training_mode_guard.h"
 #include "onnx/graph_builder.h"
 #include "onnx/kernel_export.h"
+#include "onnx/layer_export.h"
 
 namespace kiln::onnx {
 
 namespace {
+
+std::int64_t batch_dim(const ExportOptions& options, std::size_t input) {
+  return options.batch_dims.empty() ? 0 : options.batch_dims[input];
+}
 
 std::string name_or(const std::vector<std::string>& names, std::size_t i, const char* prefix) {
   return i < names.size() ? names[i] : prefix + std::to_string(i);
@@ -28,17 +34,24 @@ void check_options(const ExportOptions& options, const std::vector<Tensor>& inpu
   KILN_CHECK_VALUE(options.opset == 17, "onnx export: opset ", options.opset,
                    " is not supported; Kiln writes opset 17 (ReduceSum with axes as an input, "
                    "LayerNormalization)");
-  KILN_CHECK_VALUE(options.dynamic_axes.size() <= 1, "onnx export: dynamic_axes names the batch axis (dim 0) only, got ",
+  KILN_CHECK_VALUE(options.dynamic_axes.size() <= 2,
+                   "onnx export: dynamic_axes names the batch axis and, optionally, the sequence axis, got ",
                    options.dynamic_axes.size(), " names");
+  KILN_CHECK_VALUE(options.batch_dims.empty() || options.batch_dims.size() == inputs.size(), "onnx export: ",
+                   options.batch_dims.size(), " batch_dims for ", inputs.size(), " inputs");
   KILN_CHECK_VALUE(!inputs.empty(), "onnx export: expected at least one example input");
   KILN_CHECK_VALUE(options.input_names.empty() || options.input_names.size() == inputs.size(), "onnx export: ",
                    options.input_names.size(), " input_names for ", inputs.size(), " inputs");
-  for (const Tensor& x : inputs) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
     KILN_CHECK_VALUE(x.defined() && x.is_cpu(), "onnx export: example inputs must be defined CPU tensors");
     if (!options.dynamic_axes.empty()) {
+      const std::int64_t d = batch_dim(options, i);
+      KILN_CHECK_VALUE(d >= 0 && d < x.dim(), "onnx export: batch_dims[", i, "] is ", d, " but input ", i, " has ",
+                       x.dim(), " dims");
       // Note [The batch axis] in onnx/graph_builder.cpp: a batch of 1 is a dim like any other.
-      KILN_CHECK_VALUE(x.dim() > 0 && x.size(0) > 1, "onnx export: with dynamic_axes the example inputs need a batch ",
-                       "(dim 0) of at least 2 so that it can be told from dims of size 1, got sizes ", x.sizes());
+      KILN_CHECK_VALUE(x.size(d) > 1, "onnx export: with dynamic_axes the example inputs need a batch (dim ", d,
+                       ") of at least 2 so that it can be told from dims of size 1, got sizes ", x.sizes());
     }
   }
 }
@@ -79,14 +92,38 @@ ExportReport export_function(const Forward& forward, nn::Module& module, const s
   ::onnx::GraphProto& onnx_graph = *model.mutable_graph();
   onnx_graph.set_name(module.type_name());
 
-  const std::int64_t batch = options.dynamic_axes.empty() ? 0 : example_inputs.front().size(0);
-  GraphBuilder builder(onnx_graph, batch, options.dynamic_axes.empty() ? "" : options.dynamic_axes.front());
+  const std::int64_t batch =
+      options.dynamic_axes.empty() ? 0 : example_inputs.front().size(batch_dim(options, 0));
+  GraphBuilder builder(onnx_graph, batch, options.dynamic_axes.empty() ? "" : options.dynamic_axes.front(),
+                       options.dynamic_axes.size() > 1 ? options.dynamic_axes[1] : "");
   for (const auto& [name, t] : module.named_parameters()) builder.name_initializer(name, t);
   for (const auto& [name, t] : module.named_buffers()) builder.name_initializer(name, t);
   for (std::size_t i = 0; i < graph.inputs.size(); ++i) {
-    builder.add_input(name_or(options.input_names, i, "input"), graph.inputs[i]);
+    builder.add_input(name_or(options.input_names, i, "input"), graph.inputs[i],
+                      static_cast<int>(batch_dim(options, i)));
   }
-  for (const compiler::Node& node : graph.nodes) {
+  // The module's layers by address, for the calls the capture marked (Note [Layer scopes]).
+  std::map<const void*, std::pair<std::string, const nn::Module*>> layers;
+  for (const auto& [name, m] : module.named_modules()) {
+    layers.emplace(dynamic_cast<const void*>(m), std::pair{name.empty() ? m->type_name() : name, m});
+  }
+  std::map<std::size_t, const compiler::Scope*> calls;  // by their first node; outermost only
+  std::size_t covered = 0;
+  for (const compiler::Scope& scope : capture.scopes()) {
+    if (scope.begin < covered || scope.begin == scope.end || !layers.count(scope.owner)) continue;
+    calls.emplace(scope.begin, &scope);
+    covered = scope.end;
+  }
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    // A layer ONNX has an operator for is written as that operator, its kernels skipped.
+    if (const auto call = calls.find(i); call != calls.end()) {
+      const auto& [name, layer] = layers.at(call->second->owner);
+      if (export_layer(*layer, name, *call->second, builder)) {
+        i = call->second->end - 1;
+        continue;
+      }
+    }
+    const compiler::Node& node = graph.nodes[i];
     // A region that only checks its inputs on the host (an embedding's ids in range) ran when
     // the forward was captured; ONNX Runtime's own ops check what they are given.
     if (node.kind == compiler::Node::Kind::Region && node.region.starts_with("check_")) continue;
@@ -95,6 +132,9 @@ ExportReport export_function(const Forward& forward, nn::Module& module, const s
                                " in the forward has no ONNX export");
     export_kernel(*node.call, builder);
   }
+  KILN_CHECK_VALUE(options.dynamic_axes.size() < 2 || builder.has_sequence_input(), "onnx export: dynamic_axes names ",
+                   "the sequence axis '", options.dynamic_axes.back(), "', but no recurrent layer (nn::LSTM, nn::GRU, ",
+                   "nn::RNN) of the module reads a graph input as it was given (Note [The sequence axis])");
   for (std::size_t i = 0; i < graph.outputs.size(); ++i) {
     builder.add_output(name_or(options.output_names, i, "output"), graph.outputs[i]);
   }

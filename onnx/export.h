@@ -8,7 +8,8 @@
 //                            {.opset = 17, .dynamic_axes = {"batch"}, .input_names = {"input"},
 //                             .output_names = {"logits"}});
 //
-// See Note [Exporting a captured forward]. Read next: onnx/graph_builder.h, onnx/kernel_export.h.
+// See Note [Exporting a captured forward]. Read next: onnx/graph_builder.h, onnx/kernel_export.h,
+// onnx/layer_export.h.
 #pragma once
 
 #include <functional>
@@ -30,6 +31,9 @@ namespace kiln::onnx {
 // nodes (onnx/kernel_export.cpp). Views cost no kernel and so leave no record: a kernel simply
 // reads its inputs through strides. The translation therefore recovers each view from the
 // strides a kernel read a value with (Reshape, Transpose, Slice, Expand; onnx/graph_builder.cpp).
+// A layer ONNX has an operator for (nn::LSTM, nn::GRU, nn::RNN,
+// nn::ConvTranspose2d) marks its call in
+// the capture, and is written as that operator instead of its kernels (onnx/layer_export.h).
 // Tensors no kernel wrote (parameters, buffers, constants made on the host) become
 // initializers holding the values the forward read. What the capture cannot express (host
 // code reading a computed value, CUDA tensors) and kernels without an ONNX form are errors
@@ -39,9 +43,14 @@ namespace kiln::onnx {
 struct ExportOptions {
   /// The ONNX operator set the file declares (17: LayerNormalization is an op from 17 on).
   std::int64_t opset = 17;
-  /// Names for dim 0 of every input and output, made symbolic so the file runs at any batch
-  /// size; empty keeps every dim fixed. Only one name, the batch axis, is supported.
+  /// The names of the symbolic axes: first the batch (each input's dim batch_dims[i], dim 0
+  /// by default, and wherever it reaches in the outputs), so the file runs at any batch size;
+  /// then, optionally, the time axis of the recurrent layers that read an input as it was
+  /// given (Note [The sequence axis] in onnx/graph_builder.cpp). Empty keeps every dim fixed.
+  ///   .dynamic_axes = {"batch", "sequence"}, .batch_dims = {1, 1}   // LSTM x [T, N, F], h0 [L, N, H]
   std::vector<std::string> dynamic_axes = {};
+  /// Which dim of each input is the batch; empty means dim 0 of every input.
+  std::vector<std::int64_t> batch_dims = {};
   std::vector<std::string> input_names = {};
   std::vector<std::string> output_names = {};
   /// Written into the model's metadata_props (a vocabulary, a version).

@@ -45,6 +45,19 @@ namespace kiln::onnx {
 // expanded at run time to a shape whose batch is read from the first input's (Shape). The example batch must not be 1, or a batch dim
 // could not be told from the other dims of size 1 (export_model checks this).
 
+// Note [The sequence axis]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// A second name in dynamic_axes names the time axis of the recurrent layers. ONNX's LSTM, GRU
+// and RNN nodes take any sequence length, but the other nodes Kiln writes carry the example's
+// sizes in their shapes and slices (a Reshape to [N * T, F], the last step's Slice), so a
+// dynamic time axis is only sound where nothing but recurrent nodes and transposes touch it:
+// a recurrent layer reading a graph input that no node has read before makes that input's time
+// dim symbolic (Value::sequence_dim), the layer's output carries it, Transpose keeps it, and a
+// graph output declares it symbolic. Any other node reading a value that carries it is refused
+// by name, rather than writing a file that would be wrong, or fail, at another length.
+// PyTorch's exporter takes the user's word for every dynamic axis instead (torch.onnx's
+// dynamic_axes), and warns when tracing baked a size in.
+
 // Note [Storages written in pieces]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A kernel that writes only part of a storage (the LSTM layer's cell writes step t's h and c
@@ -64,14 +77,15 @@ std::int64_t product(const std::vector<std::int64_t>& v, std::size_t from = 0,
   return std::accumulate(first, std::max(first, last), std::int64_t{1}, std::multiplies<>());
 }
 
-void describe(::onnx::ValueInfoProto& info, const std::string& name, DType dtype, const std::vector<std::int64_t>& sizes, int batch_dim,
-               const std::string& batch_name) {
+void describe(::onnx::ValueInfoProto& info, const std::string& name, DType dtype, const std::vector<std::int64_t>& sizes,
+              int batch_dim, const std::string& batch_name, int sequence_dim = -1, const std::string& sequence_name = "") {
   info.set_name(name);
   ::onnx::TypeProto_Tensor& type = *info.mutable_type()->mutable_tensor_type();
   type.set_elem_type(onnx_type(dtype));
   ::onnx::TensorShapeProto& shape = *type.mutable_shape();
   for (std::size_t d = 0; d < sizes.size(); ++d) {
     if (static_cast<int>(d) == batch_dim) shape.add_dim()->set_dim_param(batch_name);
+    else if (static_cast<int>(d) == sequence_dim) shape.add_dim()->set_dim_param(sequence_name);
     else shape.add_dim()->set_dim_value(sizes[d]);
   }
 }
@@ -90,6 +104,20 @@ void set_ints(::onnx::NodeProto& n, const char* name, const std::vector<std::int
   a.set_name(name);
   a.set_type(::onnx::AttributeProto::INTS);
   for (std::int64_t v : values) a.add_ints(v);
+}
+
+void set_string(::onnx::NodeProto& n, const char* name, const std::string& value) {
+  ::onnx::AttributeProto& a = *n.add_attribute();
+  a.set_name(name);
+  a.set_type(::onnx::AttributeProto::STRING);
+  a.set_s(value);
+}
+
+void set_strings(::onnx::NodeProto& n, const char* name, const std::vector<std::string>& values) {
+  ::onnx::AttributeProto& a = *n.add_attribute();
+  a.set_name(name);
+  a.set_type(::onnx::AttributeProto::STRINGS);
+  for (const std::string& v : values) a.add_strings(v);
 }
 
 void set_float(::onnx::NodeProto& n, const char* name, double value) {
@@ -120,8 +148,24 @@ int onnx_type(DType dtype) {
   KILN_FAIL("onnx export: no ONNX element type for dtype ", scalar_type_name(dtype));
 }
 
-GraphBuilder::GraphBuilder(::onnx::GraphProto& graph, std::int64_t batch_size, std::string batch_name)
-    : graph_(graph), batch_size_(batch_size), batch_name_(std::move(batch_name)) {}
+GraphBuilder::GraphBuilder(::onnx::GraphProto& graph, std::int64_t batch_size, std::string batch_name,
+                           std::string sequence_name)
+    : graph_(graph),
+      batch_size_(batch_size),
+      batch_name_(std::move(batch_name)),
+      sequence_name_(std::move(sequence_name)) {}
+
+namespace {
+
+/// A node that bakes the example's sizes in must not read the dynamic sequence axis.
+void check_fixed_sequence(const Value& v, const std::string& op, const std::string& sequence_name) {
+  KILN_CHECK_NOT_IMPLEMENTED(v.sequence_dim < 0, "onnx export: ", op, " reads ", v.name, ", whose dim ",
+                             v.sequence_dim, " is the dynamic sequence axis '", sequence_name,
+                             "', and would fix its length; only recurrent layers and transposes may touch that axis "
+                             "(export without a sequence name in dynamic_axes)");
+}
+
+}  // namespace
 
 std::string GraphBuilder::fresh(const std::string& hint) {
   int& n = used_names_[hint];
@@ -132,18 +176,63 @@ void GraphBuilder::name_initializer(const std::string& name, const Tensor& t) {
   if (t.defined() && t.numel() > 0) named_.emplace(t.impl()->storage().get(), std::pair{name, t});
 }
 
-void GraphBuilder::add_input(const std::string& name, const Tensor& buffer) {
-  const int batch_dim = batch_size_ > 0 ? 0 : -1;
+void GraphBuilder::add_input(const std::string& name, const Tensor& buffer, int batch_dim) {
+  if (batch_size_ == 0) batch_dim = -1;
   Layout layout = Layout::of(buffer);
+  inputs_.emplace(name, graph_.input_size());
   describe(*graph_.add_input(), name, buffer.dtype(), layout.sizes, batch_dim, batch_name_);
   held_[buffer.impl()->storage().get()] = Held{Value{name, layout.sizes, batch_dim}, layout, ""};
-  if (batch_input_.empty()) batch_input_ = name;
+  if (batch_input_.empty()) batch_input_ = name, batch_input_dim_ = batch_dim;
+}
+
+std::optional<Value> GraphBuilder::sequence_input(const Tensor& t, int dim) {
+  if (sequence_name_.empty()) return std::nullopt;
+  const auto it = held_.find(t.impl()->storage().get());
+  const bool input = it != held_.end() && inputs_.count(it->second.value.name) && it->second.layout == Layout::of(t);
+  KILN_CHECK_NOT_IMPLEMENTED(input, "onnx export: the sequence axis '", sequence_name_,
+                             "' can be dynamic only for a recurrent layer reading a graph input as it was given ",
+                             "(Note [The sequence axis]); this one reads ", t.describe().empty() ? "a computed tensor" : t.describe());
+  Value& v = it->second.value;
+  KILN_CHECK_NOT_IMPLEMENTED(!inputs_read_.count(v.name), "onnx export: the sequence axis '", sequence_name_,
+                             "' of input ", v.name, " cannot be dynamic: other nodes read that input first and ",
+                             "fix its length");
+  KILN_CHECK_VALUE(dim != v.batch_dim, "onnx export: input ", v.name, "'s dim ", dim,
+                   " cannot be both the batch and the sequence axis");
+  v.sequence_dim = dim;
+  ::onnx::ValueInfoProto& info = *graph_.mutable_input(inputs_.at(v.name));
+  info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(dim)->set_dim_param(sequence_name_);
+  inputs_read_.insert(v.name);
+  has_sequence_input_ = true;
+  return v;
+}
+
+void GraphBuilder::holds(const Tensor& t, const Value& value) {
+  const Layout layout = Layout::of(t);
+  // The dims by decreasing stride: the order the layer's kernels wrote them in.
+  std::vector<std::int64_t> perm(layout.sizes.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](std::int64_t a, std::int64_t b) { return layout.strides[a] > layout.strides[b]; });
+  Layout written{{}, {}, layout.offset};
+  for (std::int64_t d : perm) {
+    written.sizes.push_back(layout.sizes[d]);
+    written.strides.push_back(layout.strides[d]);
+  }
+  KILN_CHECK_NOT_IMPLEMENTED(compute_is_contiguous(written.sizes, written.strides), "onnx export: a layer returns ",
+                             t.describe().empty() ? "a tensor" : t.describe(),
+                             " that is not a permuted contiguous block, which has no ONNX export yet");
+  const Storage* storage = t.impl()->storage().get();
+  named_.erase(storage);
+  pieces_.erase(storage);
+  const bool permuted = !std::is_sorted(perm.begin(), perm.end());
+  held_[storage] = Held{permuted ? transpose(value, perm) : value, std::move(written), ""};
 }
 
 void GraphBuilder::add_output(const std::string& name, const Tensor& t) {
   const Value v = read(t);
   node("Identity", {v.name}, {name});
-  describe(*graph_.add_output(), name, t.dtype(), v.sizes, batch_size_ > 0 ? v.batch_dim : -1, batch_name_);
+  describe(*graph_.add_output(), name, t.dtype(), v.sizes, batch_size_ > 0 ? v.batch_dim : -1, batch_name_,
+           v.sequence_dim, sequence_name_);
 }
 
 ::onnx::NodeProto& GraphBuilder::node(const std::string& op, const std::vector<std::string>& inputs,
@@ -160,7 +249,10 @@ Value GraphBuilder::result(const std::string& op, const std::vector<Value>& inpu
                            const std::vector<std::int64_t>& sizes, ::onnx::NodeProto** made) {
   Value out{fresh(op), sizes, -1};
   std::vector<std::string> names;
-  for (const Value& v : inputs) names.push_back(v.name);
+  for (const Value& v : inputs) {
+    check_fixed_sequence(v, op, sequence_name_);
+    names.push_back(v.name);
+  }
   ::onnx::NodeProto& n = node(op, names, {out.name});
   if (made) *made = &n;
   for (const Value& v : inputs) {
@@ -227,6 +319,7 @@ Value GraphBuilder::read(const Tensor& t, bool broadcasts) {
   const Storage* storage = t.impl()->storage().get();
   if (auto it = held_.find(storage); it != held_.end()) {
     KILN_CHECK_NOT_IMPLEMENTED(it->second.unusable.empty(), it->second.unusable);
+    if (inputs_.count(it->second.value.name)) inputs_read_.insert(it->second.value.name);
     return view(it->second, Layout::of(t), broadcasts);
   }
   if (auto it = pieces_.find(storage); it != pieces_.end()) return read_pieces(it->second, Layout::of(t), broadcasts);
@@ -314,6 +407,7 @@ void GraphBuilder::unusable(const Tensor& t, const std::string& why) {
 
 Value GraphBuilder::reshape(const Value& v, const std::vector<std::int64_t>& sizes) {
   if (sizes == v.sizes) return v;
+  check_fixed_sequence(v, "Reshape", sequence_name_);
   std::vector<std::int64_t> shape = sizes;
   int batch_dim = -1;
   std::int64_t within = 1;
@@ -343,8 +437,8 @@ Value GraphBuilder::reshape(const Value& v, const std::vector<std::int64_t>& siz
 Value GraphBuilder::full_over_batch(double value, DType dtype, const std::vector<std::int64_t>& sizes,
                                     int batch_dim) {
   ::onnx::NodeProto& shape = node("Shape", {batch_input_}, {fresh("Shape")});
-  set_int(shape, "start", 0);
-  set_int(shape, "end", 1);
+  set_int(shape, "start", batch_input_dim_);
+  set_int(shape, "end", batch_input_dim_ + 1);
   std::vector<std::string> parts;
   const std::vector<std::int64_t> before(sizes.begin(), sizes.begin() + batch_dim);
   const std::vector<std::int64_t> after(sizes.begin() + batch_dim + 1, sizes.end());
@@ -364,6 +458,7 @@ Value GraphBuilder::transpose(const Value& v, const std::vector<std::int64_t>& p
   for (std::size_t i = 0; i < perm.size(); ++i) {
     sizes[i] = v.sizes[perm[i]];
     if (perm[i] == v.batch_dim) out.batch_dim = static_cast<int>(i);
+    if (perm[i] == v.sequence_dim) out.sequence_dim = static_cast<int>(i);
   }
   out.sizes = sizes;
   set_ints(node("Transpose", {v.name}, {out.name}), "perm", perm);
@@ -372,6 +467,7 @@ Value GraphBuilder::transpose(const Value& v, const std::vector<std::int64_t>& p
 
 Value GraphBuilder::expand(const Value& v, const std::vector<std::int64_t>& sizes) {
   if (sizes == v.sizes) return v;
+  check_fixed_sequence(v, "Expand", sequence_name_);
   // Expand broadcasts both ways, so a 1 keeps whatever size the value has there: the batch
   // dim among them (Note [The batch axis]).
   std::vector<std::int64_t> shape = sizes;
@@ -487,6 +583,7 @@ Value GraphBuilder::view(const Held& held, const Layout& read, bool broadcasts) 
                                                      : start[k] + length[k]);
   }
   if (!axes.empty()) {
+    check_fixed_sequence(x, "Slice", sequence_name_);
     Value sliced{fresh("Slice"), length, x.batch_dim, x.batch_within};
     if (x.batch_dim >= 0 && length[x.batch_dim] != parent[x.batch_dim]) sliced.batch_dim = -1;
     node("Slice", {x.name, int64s(starts), int64s(ends), int64s(axes)}, {sliced.name});

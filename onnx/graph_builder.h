@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,6 +29,8 @@ struct Value {
   /// How many times the batch dim's size holds the batch before the batch's own factor: 1,
   /// unless a reshape merged leading dims into it ([L, N, E] to [L * N, E] makes it L).
   std::int64_t batch_within = 1;
+  /// The dim that is the symbolic sequence axis, if any (Note [The sequence axis]).
+  int sequence_dim = -1;
 };
 
 /// A tensor's terms as a kernel read or wrote them.
@@ -45,15 +49,20 @@ int onnx_type(DType dtype);
 void set_int(::onnx::NodeProto& n, const char* name, std::int64_t value);
 void set_ints(::onnx::NodeProto& n, const char* name, const std::vector<std::int64_t>& values);
 void set_float(::onnx::NodeProto& n, const char* name, double value);
+void set_string(::onnx::NodeProto& n, const char* name, const std::string& value);
+void set_strings(::onnx::NodeProto& n, const char* name, const std::vector<std::string>& values);
 
 class GraphBuilder {
  public:
-  /// `batch_size` > 0 makes the inputs' dim 0 the symbolic axis `batch_name`.
-  GraphBuilder(::onnx::GraphProto& graph, std::int64_t batch_size, std::string batch_name);
+  /// `batch_size` > 0 makes the inputs' batch dims the symbolic axis `batch_name`; a
+  /// `sequence_name` lets recurrent layers make their inputs' time dim symbolic too.
+  GraphBuilder(::onnx::GraphProto& graph, std::int64_t batch_size, std::string batch_name,
+               std::string sequence_name = "");
 
   /// Names a parameter or buffer; it becomes an initializer of that name when first read.
   void name_initializer(const std::string& name, const Tensor& t);
-  void add_input(const std::string& name, const Tensor& buffer);
+  /// A graph input; its dim `batch_dim` is the batch when the batch is dynamic.
+  void add_input(const std::string& name, const Tensor& buffer, int batch_dim = 0);
   void add_output(const std::string& name, const Tensor& t);
 
   /// The value a kernel reads through `t`. With `broadcasts` the consumer broadcasts its
@@ -63,6 +72,15 @@ class GraphBuilder {
   void wrote(const Tensor& t, const Value& value, const std::string& kernel);
   /// Reading `t` later is an error saying `why` (outputs with no ONNX counterpart).
   void unusable(const Tensor& t, const std::string& why);
+  /// `value` holds what a layer made for `t`, which may be any permutation of a contiguous
+  /// block of its storage (a batch_first output is a transposed view): Note [Layer scopes].
+  void holds(const Tensor& t, const Value& value);
+  /// The graph input `t`, with its dim `dim` made the symbolic sequence axis; nullopt when
+  /// no sequence axis is named. Refused when `t` is not a graph input as it was given, or a
+  /// node has read it already (Note [The sequence axis]).
+  std::optional<Value> sequence_input(const Tensor& t, int dim);
+  /// Whether some input's dim became the sequence axis.
+  bool has_sequence_input() const { return has_sequence_input_; }
 
   /// A new node; its outputs are named by the caller or with result().
   ::onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs,
@@ -111,7 +129,12 @@ class GraphBuilder {
   ::onnx::GraphProto& graph_;
   std::int64_t batch_size_;
   std::string batch_name_;
-  std::string batch_input_;  // the first input, whose dim 0 is the batch
+  std::string sequence_name_;
+  std::string batch_input_;  // the first input, whose dim batch_input_dim_ is the batch
+  int batch_input_dim_ = 0;
+  std::map<std::string, int> inputs_;  // graph inputs by name: their index in the graph
+  std::set<std::string> inputs_read_;  // graph inputs some node has read
+  bool has_sequence_input_ = false;
   std::map<const Storage*, Held> held_;
   /// Storages written piece by piece (a recurrent layer's step outputs): each piece by offset.
   std::map<const Storage*, std::map<std::int64_t, Held>> pieces_;

@@ -440,14 +440,16 @@ inline void export_charlm(CharModel& model, const CharLmConfig& c, const CharVoc
   std::map<std::string, std::string> metadata = c.shape.metadata();
   metadata["vocabulary"] = vocabulary.list();
   model.to(kCPU);
+  const auto start = std::chrono::steady_clock::now();
   const onnx::ExportReport report = onnx::export_model(
       model, {zeros({3, c.shape.context}, TensorOptions().dtype(kInt64))}, c.export_onnx,
       {.dynamic_axes = {"batch"}, .input_names = {"input"}, .output_names = {"logits"},
        .metadata = {metadata.begin(), metadata.end()}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   model.to(c.device);
   if (!c.quiet) {
-    std::printf("ONNX model written to %s (%zu nodes, %zu initializers, %zu bytes)\n", c.export_onnx.c_str(),
-                report.nodes, report.initializers, report.bytes);
+    std::printf("ONNX model written to %s (%zu nodes, %zu initializers, %zu bytes, in %.3f s)\n",
+                c.export_onnx.c_str(), report.nodes, report.initializers, report.bytes, seconds);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "../../examples/support/models.h"
+#include "compile/capture.h"
 #include "compile/passes.h"
 #include "support/test_util.h"
 
@@ -543,6 +544,44 @@ TEST_F(CompileTest, TheFusedKernelsComputeWhatTheirPairsCompute) {
       EXPECT_TRUE(equal(bias, expected_bias)) << channels << " channels";
     }
   }
+}
+
+// An LSTM's and a ConvTranspose2d's calls are noted (Note [Layer scopes]) with the nodes their
+// kernels made and the tensors they took and returned.
+TEST_F(CompileTest, LayerCallsAreNotedWithTheirNodes) {
+  manual_seed(9);
+  nn::Linear before(4, 5);
+  nn::LSTM lstm(5, 3, {.batch_first = true});
+  nn::ConvTranspose2d deconv(1, 2, 2);
+  compiler::Capture capture;
+  const Tensor h0 = zeros({1, 2, 3}), c0 = zeros({1, 2, 3});
+  const std::vector<Tensor> out = capture.run(
+      [&](const std::vector<Tensor>& x) {
+        const auto [y, state] = lstm(before(x[0]), {h0, c0});
+        return std::vector<Tensor>{y, std::get<0>(state), deconv(y.unsqueeze(1))};
+      },
+      {randn({2, 6, 4})});
+  ASSERT_TRUE(capture.failure().empty()) << capture.failure();
+  const std::vector<compiler::Scope>& scopes = capture.scopes();
+  ASSERT_EQ(scopes.size(), 2u);
+  EXPECT_EQ(scopes[0].owner, static_cast<const void*>(&lstm));
+  EXPECT_EQ(scopes[0].name, "LSTM");
+  EXPECT_EQ(scopes[1].owner, static_cast<const void*>(&deconv));
+  EXPECT_EQ(scopes[1].name, "ConvTranspose2d");
+  // The Linear's kernel came first; the LSTM's kernels end where the unsqueeze's view (no
+  // kernel) leads straight into the transposed convolution's.
+  EXPECT_GT(scopes[0].begin, 0u);
+  EXPECT_GT(scopes[0].end, scopes[0].begin);
+  EXPECT_EQ(scopes[1].begin, scopes[0].end);
+  const compiler::Graph graph = capture.take_graph(out);
+  EXPECT_EQ(scopes[1].end, graph.nodes.size());
+  ASSERT_EQ(scopes[0].args.size(), 3u);
+  EXPECT_TRUE(scopes[0].args[1].is_same(h0));
+  ASSERT_EQ(scopes[0].results.size(), 3u);
+  EXPECT_TRUE(scopes[0].results[0].is_same(out[0]));
+  EXPECT_EQ(scopes[0].results[0].sizes(), IntArrayRef({2, 6, 3}));
+  ASSERT_EQ(scopes[1].results.size(), 1u);
+  EXPECT_TRUE(scopes[1].results[0].is_same(out[2]));
 }
 
 }  // namespace

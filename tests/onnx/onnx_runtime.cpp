@@ -106,39 +106,60 @@ void OnnxRuntimeTest::SetUp() {
   GTEST_SKIP() << why;
 }
 
-std::string OnnxRuntimeTest::expect_runtime_agrees(nn::Module& module, const onnx::Forward& forward,
-                                                   const MakeInputs& inputs, double tolerance) {
+std::string OnnxRuntimeTest::expect_agreement(nn::Module& module, const onnx::Forward& forward,
+                                              const MakeSequenceInputs& inputs, std::int64_t example_length,
+                                              const onnx::ExportOptions& options,
+                                              const std::vector<std::pair<std::int64_t, std::int64_t>>& points,
+                                              double tolerance) {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string path = (test_folder() / (std::string(info->name()) + ".onnx")).string();
   const auto start = std::chrono::steady_clock::now();
-  onnx::export_function(forward, module, inputs(3), path, {.dynamic_axes = {"batch"}});
+  onnx::export_function(forward, module, inputs(3, example_length), path, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   module.eval();
-  const std::vector<std::int64_t> batches = {1, 37};
   std::vector<std::vector<Tensor>> runs, expected;
   {
     NoGradGuard no_grad;
-    for (std::int64_t b : batches) {
-      runs.push_back(inputs(b));
+    for (const auto& [batch, length] : points) {
+      runs.push_back(inputs(batch, length));
       expected.push_back(forward(runs.back()));
     }
   }
   const std::vector<std::vector<Tensor>> got = run_in_onnx_runtime(path, runs);
   std::string report;
   for (std::size_t r = 0; r < runs.size(); ++r) {
-    EXPECT_EQ(got[r].size(), expected[r].size()) << "outputs at batch " << batches[r];
+    const auto [batch, length] = points[r];
+    std::string at = "batch " + std::to_string(batch);
+    if (length > 0) at += " length " + std::to_string(length);
+    EXPECT_EQ(got[r].size(), expected[r].size()) << "outputs at " << at;
     for (std::size_t o = 0; o < std::min(got[r].size(), expected[r].size()); ++o) {
       const double error = max_relative_error(got[r][o], expected[r][o].to(got[r][o].dtype()));
-      EXPECT_LE(error, tolerance) << "output " << o << " at batch " << batches[r] << ": ONNX Runtime "
-                                  << got[r][o].sizes() << ", Kiln " << expected[r][o].sizes();
+      EXPECT_LE(error, tolerance) << "output " << o << " at " << at << ": ONNX Runtime " << got[r][o].sizes()
+                                  << ", Kiln " << expected[r][o].sizes();
       char line[96];
-      std::snprintf(line, sizeof line, " batch %lld: %.2e", static_cast<long long>(batches[r]), error);
+      if (expected[r].size() == 1) std::snprintf(line, sizeof line, " %s: %.2e", at.c_str(), error);
+      else std::snprintf(line, sizeof line, " %s output %zu: %.2e", at.c_str(), o, error);
       report += line;
     }
   }
   std::printf("[onnx] %s: export %.3f s, max relative error%s\n", info->name(), seconds, report.c_str());
   return path;
+}
+
+std::string OnnxRuntimeTest::expect_runtime_agrees(nn::Module& module, const onnx::Forward& forward,
+                                                   const MakeInputs& inputs, double tolerance) {
+  return expect_agreement(
+      module, forward, [&inputs](std::int64_t batch, std::int64_t) { return inputs(batch); }, 0,
+      {.dynamic_axes = {"batch"}}, {{1, 0}, {37, 0}}, tolerance);
+}
+
+std::string OnnxRuntimeTest::expect_runtime_agrees_over_sequences(nn::Module& module, const onnx::Forward& forward,
+                                                                  const MakeSequenceInputs& inputs,
+                                                                  const std::vector<std::int64_t>& batch_dims,
+                                                                  double tolerance) {
+  return expect_agreement(module, forward, inputs, 6, {.dynamic_axes = {"batch", "sequence"}, .batch_dims = batch_dims},
+                          {{1, 2}, {1, 9}, {37, 2}, {37, 9}}, tolerance);
 }
 
 std::string OnnxRuntimeTest::expect_runtime_agrees(nn::Module& module,

@@ -110,10 +110,11 @@ TEST(OnnxErrors, AKernelWithoutExportIsNamed) {
   EXPECT_NE(message.find("onnx export: random has no ONNX export"), std::string::npos) << message;
 }
 
-// conv_transpose2d is matmul + fold (col2im), and col2im has no ONNX form here.
-TEST(OnnxErrors, ConvTransposeIsNotExportedYetAndSaysSo) {
-  auto deconv = std::make_shared<nn::ConvTranspose2d>(3, 4, 3);
-  Lambda m([deconv](const Tensor& x) { return deconv->forward(x); }, {{"deconv", deconv}});
+// nn::ConvTranspose2d is written as ONNX's ConvTranspose (onnx/layer_export.h); the bare
+// function is matmul + fold (col2im), and col2im has no ONNX form in opset 17.
+TEST(OnnxErrors, FunctionalConvTransposeIsNotExportedAndSaysSo) {
+  const Tensor weight = randn({3, 4, 3, 3});
+  Lambda m([weight](const Tensor& x) { return conv_transpose2d(x, weight); });
   const std::string message = error_of<NotImplementedError>(
       [&] { onnx::export_model(m, {randn({2, 3, 5, 5})}, file_for("deconv")); });
   EXPECT_NE(message.find("onnx export: col2im has no ONNX export"), std::string::npos) << message;
@@ -135,6 +136,13 @@ TEST(OnnxErrors, OptionsAreChecked) {
                "onnx export: opset 13 is not supported");
   EXPECT_ERROR(onnx::export_model(mlp, {randn({2, 784})}, file_for("bad"), {.input_names = {"a", "b"}}),
                "onnx export: 2 input_names for 1 inputs");
+  EXPECT_ERROR(onnx::export_model(mlp, {randn({2, 784})}, file_for("bad"), {.dynamic_axes = {"a", "b", "c"}}),
+               "onnx export: dynamic_axes names the batch axis and, optionally, the sequence axis, got 3 names");
+  EXPECT_ERROR(onnx::export_model(mlp, {randn({2, 784})}, file_for("bad"),
+                                  {.dynamic_axes = {"batch"}, .batch_dims = {2}}),
+               "onnx export: batch_dims[0] is 2 but input 0 has 2 dims");
+  EXPECT_ERROR(onnx::export_model(mlp, {randn({2, 784})}, file_for("bad"), {.dynamic_axes = {"batch", "sequence"}}),
+               "onnx export: dynamic_axes names the sequence axis 'sequence', but no recurrent layer");
 }
 
 }  // namespace

@@ -65,6 +65,32 @@ TEST_F(OnnxOps, Conv) {
   }
 }
 
+struct ConvTransposeCase {
+  const char* name;
+  std::int64_t in, out, kernel;
+  nn::ConvTranspose2dOptions options;
+};
+
+// nn::ConvTranspose2d as ONNX's ConvTranspose (onnx/layer_export.h).
+TEST_F(OnnxOps, ConvTranspose) {
+  const ConvTransposeCase cases[] = {
+      {"plain", 3, 4, 3, {}},
+      {"stride_padding", 3, 5, 3, {.stride = {2, 2}, .padding = {1, 1}}},
+      {"output_padding", 3, 4, 3, {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}}},
+      {"rectangular", 3, 4, 3, {.stride = {1, 2}, .padding = {2, 0}, .output_padding = {0, 1}}},
+      {"dilation", 3, 4, 3, {.stride = {2, 2}, .padding = {1, 1}, .dilation = {2, 2}}},
+      {"no_bias", 3, 4, 2, {.stride = {2, 2}, .bias = false}},
+  };
+  for (const ConvTransposeCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    manual_seed(5);
+    auto deconv = std::make_shared<nn::ConvTranspose2d>(c.in, c.out, c.kernel, c.options);
+    Lambda m([deconv](const Tensor& x) { return deconv->forward(x); }, {{"deconv", deconv}});
+    const std::int64_t channels = c.in;
+    expect_runtime_agrees(m, [channels](std::int64_t n) { return images(n, channels, 5, 6); });
+  }
+}
+
 TEST_F(OnnxOps, MaxPool) {
   Lambda plain([](const Tensor& x) { return max_pool2d(x, {2, 2}); });
   expect_runtime_agrees(plain, [](std::int64_t n) { return images(n); });

@@ -1,7 +1,8 @@
 // tests/onnx/test_export_sequence_models.cpp — attention (with a causal mask), the Transformer
-// encoder layer, the GRU and the LSTM exported decomposed into ONNX's elementwise, MatMul,
-// Softmax and LayerNormalization nodes, run in ONNX Runtime at batch 1 and 37 against Kiln
-// (see tests/onnx/onnx_runtime.h).
+// encoder layer exported decomposed into ONNX's elementwise, MatMul, Softmax and
+// LayerNormalization nodes, and the GRU and the LSTM inside models (as ONNX's GRU and LSTM
+// nodes, onnx/layer_export.h), run in ONNX Runtime at batch 1 and 37 against Kiln (see
+// tests/onnx/onnx_runtime.h; tests/onnx/test_export_recurrent_layers.cpp for the layers' options).
 #include "onnx/onnx_runtime.h"
 #include "support/test_util.h"
 
