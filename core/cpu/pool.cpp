@@ -44,6 +44,12 @@ struct PoolPlan {
   std::int64_t width, dilation_h, dilation_w;
 };
 
+PoolPlan pool_plan(const Im2ColGeometry& g) {
+  return {spans(g.out_h, g.stride_h, g.pad_h, g.dilation_h, g.kernel_h, g.height),
+          spans(g.out_w, g.stride_w, g.pad_w, g.dilation_w, g.kernel_w, g.width), g.width, g.dilation_h,
+          g.dilation_w};
+}
+
 /// Max pooling of one plane. KH and KW are the kernel size when known at compile time (the
 /// common 2x2 and 3x3, whose tap loops then unroll into straight-line compares), 0 otherwise.
 /// This path serves windows that padding cuts, a window at a time.
@@ -166,9 +172,7 @@ void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor
   dispatch_dtype<NumericTypes>(input.dtype(), "max_pool2d_cpu", [&]<typename T>() {
     const std::int64_t planes = input.sizes()[0] * input.sizes()[1];
     const std::int64_t plane_in = g.height * g.width, plane_out = g.out_h * g.out_w;
-    const PoolPlan plan{spans(g.out_h, g.stride_h, g.pad_h, g.dilation_h, g.kernel_h, g.height),
-                        spans(g.out_w, g.stride_w, g.pad_w, g.dilation_w, g.kernel_w, g.width), g.width,
-                        g.dilation_h, g.dilation_w};
+    const PoolPlan plan = pool_plan(g);
     const T* x = input.data_ptr<T>();
     T* v = values.data_ptr<T>();
     std::int64_t* idx = indices.data_ptr<std::int64_t>();
@@ -333,9 +337,7 @@ void max_pool2d_channel_blocked_kernel(const Tensor& values, const Tensor& indic
              g.height * g.width, " elements is past the blocked kernel's 32-bit positions");
   dispatch_dtype<FloatingTypes>(input.dtype(), "max_pool2d_channel_blocked_cpu", [&]<typename T>() {
     const std::int64_t images = values.sizes()[0], channels = values.sizes()[1], plane_out = g.out_h * g.out_w;
-    const PoolPlan plan{spans(g.out_h, g.stride_h, g.pad_h, g.dilation_h, g.kernel_h, g.height),
-                        spans(g.out_w, g.stride_w, g.pad_w, g.dilation_w, g.kernel_w, g.width), g.width,
-                        g.dilation_h, g.dilation_w};
+    const PoolPlan plan = pool_plan(g);
     const T* x = input.data_ptr<T>();
     T* v = values.data_ptr<T>();
     std::int64_t* idx = indices.data_ptr<std::int64_t>();
