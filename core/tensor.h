@@ -334,6 +334,11 @@ class Tensor {
   Tensor scatter(std::int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor scatter(std::int64_t dim, const Tensor& index, const Scalar& value) const;
   Tensor scatter_add(std::int64_t dim, const Tensor& index, const Tensor& src) const;
+  /// The elements where `mask` (Bool, broadcast with self) is true, as a 1-D tensor; its
+  /// gradient flows back to those positions.
+  Tensor masked_select(const Tensor& mask) const;
+  /// Int64 [count, dim()]: the positions of the nonzero elements (ops::nonzero).
+  Tensor nonzero(std::source_location where = std::source_location::current()) const;
 
   // --- in-place (refused on tensors that require grad while grad mode is on) ------------------
   Tensor& add_(const Tensor& other, const Scalar& alpha = 1);

@@ -8,6 +8,7 @@
 #include "core/creation.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/index.h"
+#include "core/shape.h"
 #include "core/ops/reduce.h"
 
 namespace kiln {
@@ -133,6 +134,21 @@ Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const T
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   return x.masked_fill(mask, value);
 }
+
+Tensor masked_select(const Tensor& x, const Tensor& mask) { return x.masked_select(mask); }
+
+Tensor nonzero(const Tensor& x) { return ops::nonzero(x); }
+
+// Composed of differentiable ops, so its backward is index_select's: the gradient goes back to
+// the selected positions of the broadcast x and sums over what broadcasting repeated.
+Tensor Tensor::masked_select(const Tensor& mask) const {
+  KILN_CHECK(mask.dtype() == DType::Bool, "masked_select: expected BoolTensor for mask, got a ", mask.dtype(), " mask");
+  const Shape shape = broadcast_shapes(sizes(), mask.sizes());
+  const Tensor positions = ops::nonzero(mask.expand(shape).reshape({-1})).view({-1});
+  return expand(shape).reshape({-1}).index_select(0, positions);
+}
+
+Tensor Tensor::nonzero(std::source_location where) const { return ops::nonzero(*this, where); }
 
 Tensor one_hot(const Tensor& indices, std::int64_t num_classes) {
   KILN_CHECK_TYPE(indices.dtype() == DType::Int64,

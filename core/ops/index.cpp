@@ -1,6 +1,10 @@
 // core/ops/index.cpp — raw cat and index ops (see core/ops/index.h).
 #include "core/ops/index.h"
 
+#include <vector>
+
+#include "core/capture_hooks.h"
+#include "core/dispatch.h"
 #include "core/kernels.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
@@ -139,6 +143,33 @@ Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, const 
   if (!has_data(self.device()) || index.numel() == 0) return out;
   require_kernel(kernels_for(self.device().type()).scatter, "scatter", self.device())(
       out, d, index, source, accumulate);
+  return out;
+}
+
+Tensor nonzero(const Tensor& x, std::source_location where) {
+  if (capture::observer()) capture::host_access(x, "nonzero", where);
+  KILN_CHECK(!x.device().is_meta(), "nonzero: the number of nonzero elements of a meta tensor is unknown "
+                                    "(meta tensors have shapes and dtypes but no data)");
+  if (!x.device().is_cpu()) return to_device(nonzero(to_device(x, kCPU, false), where), x.device(), false);
+  const Tensor c = contiguous(x);
+  const std::int64_t n = c.numel(), dims = c.dim();
+  std::vector<std::int64_t> positions;
+  dispatch_dtype<AllTypes>(c.dtype(), "nonzero_cpu", [&]<typename T>() {
+    const T* data = c.data_ptr<T>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (data[i] != T(0)) positions.push_back(i);  // NaN != 0
+    }
+  });
+  const std::int64_t count = static_cast<std::int64_t>(positions.size());
+  const Tensor out = empty_output({count, dims}, DType::Int64, kCPU, "nonzero");
+  std::int64_t* rows = out.data_ptr<std::int64_t>();
+  for (std::int64_t r = 0; r < count; ++r) {
+    std::int64_t flat = positions[static_cast<std::size_t>(r)];
+    for (std::int64_t d = dims - 1; d >= 0; --d) {
+      rows[r * dims + d] = flat % c.sizes()[d];
+      flat /= c.sizes()[d];
+    }
+  }
   return out;
 }
 

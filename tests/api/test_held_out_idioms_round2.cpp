@@ -12,8 +12,8 @@
 //    (8, 11, 12): Kiln's modules are objects with an identity (hooks and handles refer to them),
 //    not LibTorch's shared holders, so they cannot be moved into a container; these programs
 //    use Sequential's documented shared_ptr form.
-//  - `weights.masked_select(mask)` (5): Kiln has no masked_select (nor nonzero, which it needs);
-//    the program multiplies by the mask instead.
+//  - `weights.masked_select(mask)` (5): Kiln had no masked_select (nor nonzero, which it
+//    needs); both exist now (tests/autograd/test_masked_select.cpp).
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -112,7 +112,7 @@ TEST(HeldOutIdioms, MultiheadAttentionKeyPaddingMask) {
   EXPECT_EQ(out.sizes(), IntArrayRef({2, 4, 8}));
   EXPECT_EQ(weights.sizes(), IntArrayRef({2, 4, 4}));
   EXPECT_TRUE(weights.sum(-1).allclose(ones({2, 4})));
-  EXPECT_EQ((weights * pad.unsqueeze(1)).abs().max().item<double>(), 0.0);
+  EXPECT_EQ(weights.masked_select(pad.unsqueeze(1)).abs().max().item<double>(), 0.0);
   // PyTorch's positional order gives the same.
   auto [out2, weights2] = mha(x, x, x, pad, true);
   EXPECT_TRUE(out2.equal(out));
