@@ -70,4 +70,6 @@ std::vector<std::string> symbolize_frames(std::span<void* const> frames) {
 
 bool is_kiln_frame(std::string_view frame) { return qualified_name(frame).starts_with("kiln::"); }
 
+bool is_unnamed_frame(std::string_view frame) { return frame.find("(+0x") != std::string_view::npos; }
+
 }  // namespace kiln

@@ -34,4 +34,7 @@ std::vector<std::string> symbolize_frames(std::span<void* const> frames);
 /// part is skipped, so only where the function itself lives counts.
 bool is_kiln_frame(std::string_view frame);
 
+/// Whether symbolize_frames could not name the frame ("train_cnn(+0x1c2f0) [0x...]").
+bool is_unnamed_frame(std::string_view frame);
+
 }  // namespace kiln

@@ -42,7 +42,10 @@ using Clock = std::chrono::steady_clock;
 // `loss.backward()` for the ops those run. PyTorch's with_stack does the same for Python:
 // its stacks are the Python frames, never the C++ beneath them. Frames the dynamic symbol
 // table cannot name (static and anonymous-namespace functions, a program linked without
-// -rdynamic) are kept as backtrace_symbols() writes them ("train_cnn(+0x1c2f0)").
+// -rdynamic) are kept as backtrace_symbols() writes them ("train_cnn(+0x1c2f0)"), except
+// among the op's innermost frames: up to the outermost Kiln frame of the run that starts the
+// stack, an unnamed frame is Kiln's too (an anonymous-namespace op's Function<MmFn>::profiled,
+// which an optimised build inlines and a sanitizer build does not).
 
 // Note [GPU spans]
 // ~~~~~~~~~~~~~~~~
@@ -136,7 +139,7 @@ class Recorder final : public Observer {
   /// Closes what is still open (a region left open by stop()) and builds the public events.
   std::vector<Event> finish() {
     while (!stack_.empty()) end();
-    const std::vector<std::string> frame_names = name_user_frames();
+    const auto [frame_names, frame_kinds] = name_frames();
     std::vector<Event> out(events_.size());
     std::unordered_map<const char*, std::string> op_names;
     std::unordered_map<std::int64_t, int> op_of_sequence_nr;
@@ -160,8 +163,13 @@ class Recorder final : public Observer {
       e.sequence_nr = r.sequence_nr;
       e.tid = tid_;
       if (auto it = args_.find(static_cast<int>(i)); it != args_.end()) e.args = std::move(it->second);
-      for (std::uint32_t k = r.frames_begin; k < r.frames_end; ++k) {
-        if (const std::string& f = frame_names[k]; !f.empty()) e.stack.push_back(f);
+      // The innermost run of Kiln's and unnamed frames ends at its last Kiln frame.
+      std::uint32_t first_user = r.frames_begin;
+      for (std::uint32_t k = r.frames_begin; k < r.frames_end && frame_kinds[k] != FrameKind::User; ++k) {
+        if (frame_kinds[k] == FrameKind::Kiln) first_user = k + 1;
+      }
+      for (std::uint32_t k = first_user; k < r.frames_end; ++k) {
+        if (frame_kinds[k] != FrameKind::Kiln) e.stack.push_back(frame_names[k]);
       }
       e.self_cpu_memory_usage = r.allocated - r.freed;
       for (std::uint32_t k = r.inputs_begin; k < r.inputs_end; ++k) {
@@ -292,20 +300,27 @@ class Recorder final : public Observer {
     if (n > 1) frames_.insert(frames_.end(), frames.begin() + 1, frames.begin() + n);
     e.frames_end = static_cast<std::uint32_t>(frames_.size());
   }
-  /// One name per entry of frames_, empty for Kiln's own frames; each distinct address is
-  /// named once.
-  std::vector<std::string> name_user_frames() const {
+  enum class FrameKind : std::uint8_t { Kiln, Unnamed, User };
+  struct NamedFrames {
+    std::vector<std::string> names;
+    std::vector<FrameKind> kinds;
+  };
+  /// A name and a kind per entry of frames_; each distinct address is named once.
+  NamedFrames name_frames() const {
     std::vector<void*> distinct(frames_.begin(), frames_.end());
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    std::vector<std::string> names = symbolize_frames(distinct);
-    for (std::string& name : names) {
-      if (is_kiln_frame(name)) name.clear();
-    }
-    std::vector<std::string> out;
-    out.reserve(frames_.size());
+    const std::vector<std::string> names = symbolize_frames(distinct);
+    NamedFrames out;
+    out.names.reserve(frames_.size());
+    out.kinds.reserve(frames_.size());
     for (void* f : frames_) {
-      out.push_back(names[static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), f) - distinct.begin())]);
+      const std::string& name =
+          names[static_cast<std::size_t>(std::lower_bound(distinct.begin(), distinct.end(), f) - distinct.begin())];
+      out.names.push_back(name);
+      out.kinds.push_back(is_kiln_frame(name)      ? FrameKind::Kiln
+                          : is_unnamed_frame(name) ? FrameKind::Unnamed
+                                                   : FrameKind::User);
     }
     return out;
   }
