@@ -1,6 +1,6 @@
 // amp/amp.h — automatic mixed precision: the autocast guard and the GradScaler.
-// Read next: amp/autocast.h.
+// Read next: autograd/autocast.h.
 #pragma once
 
-#include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "autograd/autocast.h"

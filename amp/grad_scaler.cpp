@@ -6,10 +6,10 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/grad_mode.h"
 #include "core/capture_hooks.h"
 #include "core/creation.h"
 #include "core/error.h"
+#include "core/grad_mode.h"
 #include "core/ops/optim.h"
 
 namespace kiln::amp {
@@ -133,7 +133,7 @@ void GradScaler::update(std::optional<double> new_scale) {
 
 double GradScaler::get_scale() const { return options_.enabled ? scale_ : 1.0; }
 
-nn::StateDict GradScaler::state_dict() const {
+StateDict GradScaler::state_dict() const {
   if (!options_.enabled) return {};
   return {{"scale", tensor(scale_, dtype(kFloat64))},
           {"growth_factor", tensor(options_.growth_factor, dtype(kFloat64))},
@@ -142,7 +142,7 @@ nn::StateDict GradScaler::state_dict() const {
           {"_growth_tracker", tensor(growth_tracker_)}};
 }
 
-void GradScaler::load_state_dict(const nn::StateDict& dict) {
+void GradScaler::load_state_dict(const StateDict& dict) {
   if (!options_.enabled) return;
   KILN_CHECK(!dict.empty(), "The source state dict is empty, possibly because it was saved from a "
              "disabled instance of GradScaler.");

@@ -21,8 +21,8 @@
 #include <vector>
 #include <optional>
 
+#include "core/state_dict.h"
 #include "core/tensor.h"
-#include "nn/module.h"
 #include "optim/optimizer.h"
 
 namespace kiln::amp {
@@ -59,8 +59,8 @@ class GradScaler {
 
   /// scale, growth_factor, backoff_factor, growth_interval and _growth_tracker (PyTorch's
   /// keys), as 0-d tensors.
-  nn::StateDict state_dict() const;
-  void load_state_dict(const nn::StateDict& dict);
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& dict);
 
  private:
   enum class Stage { Ready, Unscaled, Stepped };

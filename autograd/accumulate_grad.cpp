@@ -3,9 +3,9 @@
 
 #include <mutex>
 
-#include "autograd/grad_mode.h"
-#include "core/capture_hooks.h"
 #include "core/autograd_meta.h"
+#include "core/capture_hooks.h"
+#include "core/grad_mode.h"
 #include "core/ops/copy.h"
 #include "core/ops/elementwise.h"
 

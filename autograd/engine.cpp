@@ -10,13 +10,13 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/anomaly_mode.h"
 #include "autograd/functions/reduce.h"
-#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/autograd_meta.h"
 #include "core/creation.h"
-#include "core/profiler_hooks.h"
+#include "core/grad_mode.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/reduce.h"
+#include "core/profiler_hooks.h"
 
 namespace kiln::autograd {
 

@@ -29,11 +29,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "amp/autocast.h"
 #include "autograd/anomaly_mode.h"
-#include "autograd/grad_mode.h"
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/saved_variable.h"
+#include "core/grad_mode.h"
 #include "core/profiler_hooks.h"
 
 namespace kiln::autograd {

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "autograd/engine.h"
-#include "autograd/grad_mode.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 #include "core/ops/copy.h"
 #include "core/ops/view.h"
 

@@ -52,7 +52,7 @@ std::string crc_text(std::uint32_t crc) {
 }
 
 /// v1's checksum: every entry's bytes, contiguous and in dict order.
-std::uint32_t data_crc(const nn::StateDict& dict) {
+std::uint32_t data_crc(const StateDict& dict) {
   std::uint32_t crc = crc_update(0, nullptr, 0);
   for (const auto& [name, value] : dict) {
     const Tensor host = value.detach().to(kCPU).contiguous();
@@ -114,7 +114,7 @@ std::string CheckpointDir::save(std::int64_t step, const TrainingState& state) {
                      "' holds another run's checkpoints (", others.size(), ", the newest ", file_name_of(others.back()),
                      "): call resume() to continue that run, or set CheckpointDirOptions::overwrite to replace it");
   }
-  const nn::StateDict dict = collect(state);
+  const StateDict dict = collect(state);
   std::map<std::string, std::string> metadata;
   for (const auto& [key, value] : state.values) metadata[kValuePrefix + key] = value;
   metadata["kiln.format"] = kFormat;

@@ -84,7 +84,7 @@ class CheckpointDir {
 
   /// Reads and checks one checkpoint file: the dict, its values, and its step.
   struct Contents {
-    nn::StateDict tensors;
+    StateDict tensors;
     std::map<std::string, std::string> values;
     std::int64_t step = 0;
   };

@@ -12,20 +12,20 @@ namespace kiln::checkpoint {
 
 namespace {
 
-void add_prefixed(nn::StateDict& out, const std::string& prefix, const nn::StateDict& piece) {
+void add_prefixed(StateDict& out, const std::string& prefix, const StateDict& piece) {
   for (const auto& [name, value] : piece) out.insert(prefix + name, value);
 }
 
 /// The entries of `dict` under `prefix`, with the prefix taken off.
-nn::StateDict under(const nn::StateDict& dict, const std::string& prefix) {
-  nn::StateDict out;
+StateDict under(const StateDict& dict, const std::string& prefix) {
+  StateDict out;
   for (const auto& [name, value] : dict) {
     if (name.rfind(prefix, 0) == 0) out.insert(name.substr(prefix.size()), value);
   }
   return out;
 }
 
-bool has_prefix(const nn::StateDict& dict, const std::string& prefix) {
+bool has_prefix(const StateDict& dict, const std::string& prefix) {
   for (const auto& [name, value] : dict) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
@@ -33,7 +33,7 @@ bool has_prefix(const nn::StateDict& dict, const std::string& prefix) {
 }
 
 /// Checks that a piece is in both the state and the dict, or in neither; true when in both.
-bool present(bool in_state, const nn::StateDict& dict, const std::string& prefix, const char* piece) {
+bool present(bool in_state, const StateDict& dict, const std::string& prefix, const char* piece) {
   const bool in_dict = has_prefix(dict, prefix);
   KILN_CHECK_VALUE(!in_dict || in_state, "checkpoint: it holds ", piece, " state, but no ", piece,
                    " was given to restore it into");
@@ -44,8 +44,8 @@ bool present(bool in_state, const nn::StateDict& dict, const std::string& prefix
 
 }  // namespace
 
-nn::StateDict collect(const TrainingState& state) {
-  nn::StateDict dict;
+StateDict collect(const TrainingState& state) {
+  StateDict dict;
   if (state.model) add_prefixed(dict, "model.", state.model->state_dict());
   if (state.optimizer) add_prefixed(dict, "optimizer.", state.optimizer->state_dict());
   if (state.scheduler) add_prefixed(dict, "scheduler.", state.scheduler->state_dict());
@@ -62,7 +62,7 @@ nn::StateDict collect(const TrainingState& state) {
   return dict;
 }
 
-void restore(TrainingState& state, const nn::StateDict& dict) {
+void restore(TrainingState& state, const StateDict& dict) {
   // Check that the pieces match before changing any of them.
   const bool model = present(state.model != nullptr, dict, "model.", "model");
   const bool optimizer = present(state.optimizer != nullptr, dict, "optimizer.", "optimizer");
@@ -80,8 +80,8 @@ void restore(TrainingState& state, const nn::StateDict& dict) {
   if (optimizer) state.optimizer->load_state_dict(under(dict, "optimizer."));
   if (scheduler) state.scheduler->load_state_dict(under(dict, "scheduler."));
   if (scaler) {
-    nn::StateDict piece = under(dict, "scaler.");
-    nn::StateDict without_marker;
+    StateDict piece = under(dict, "scaler.");
+    StateDict without_marker;
     for (const auto& [name, value] : piece) {
       if (name != "enabled") without_marker.insert(name, value);
     }

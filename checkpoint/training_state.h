@@ -36,9 +36,9 @@ struct TrainingState {
 
 /// Every piece's state_dict under its prefix: "model.", "optimizer.", "scheduler.",
 /// "scaler.", "loader.", and "rng.cpu" / "rng.cuda".
-nn::StateDict collect(const TrainingState& state);
+StateDict collect(const TrainingState& state);
 /// Loads each piece of `state` from `dict` (a collect() result). A piece the dict lacks, or
 /// a dict piece this state lacks, is an error naming it; so is any piece that does not fit.
-void restore(TrainingState& state, const nn::StateDict& dict);
+void restore(TrainingState& state, const StateDict& dict);
 
 }  // namespace kiln::checkpoint

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "core/ops/copy.h"
 
 namespace kiln::compiler {

@@ -5,10 +5,10 @@
 #include <deque>
 #include <sstream>
 
-#include "amp/autocast.h"
-#include "autograd/grad_mode.h"
+#include "autograd/autocast.h"
 #include "compile/capture.h"
 #include "compile/passes.h"
+#include "core/grad_mode.h"
 #include "core/threads.h"
 #include "core/warning.h"
 

@@ -5,8 +5,8 @@
 #include <sstream>
 #include <utility>
 
-#include "autograd/grad_mode.h"
 #include "core/autograd_meta.h"
+#include "core/grad_mode.h"
 #include "core/ops/copy.h"
 
 namespace kiln::compiler {

@@ -227,7 +227,7 @@ DataLoader::Iterator DataLoader::begin() {
   return Iterator(std::make_shared<Run>(dataset_, options_, epoch_, first, stats_, position_));
 }
 
-nn::StateDict DataLoader::state_dict() const {
+StateDict DataLoader::state_dict() const {
   return {{"epoch", tensor(position_->epoch)},
           {"batches_yielded", tensor(static_cast<std::int64_t>(position_->batches_yielded))},
           {"seed", tensor(static_cast<std::int64_t>(options_.seed))},
@@ -235,7 +235,7 @@ nn::StateDict DataLoader::state_dict() const {
           {"num_batches", tensor(static_cast<std::int64_t>(size()))}};
 }
 
-void DataLoader::load_state_dict(const nn::StateDict& dict) {
+void DataLoader::load_state_dict(const StateDict& dict) {
   auto integer = [&](const char* name) {
     const Tensor* t = dict.find(name);
     KILN_CHECK_VALUE(t != nullptr, "DataLoader.load_state_dict: the state dict is missing '", name, "'");

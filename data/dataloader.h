@@ -15,9 +15,9 @@
 #include <iterator>
 #include <memory>
 
+#include "core/state_dict.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
-#include "nn/module.h"
 
 namespace kiln::data {
 
@@ -86,10 +86,10 @@ class DataLoader {
   /// Where the loader stands: "epoch" (the one in progress, or the last one run) and
   /// "batches_yielded" in it (counting the batch the loop is working on), plus "seed",
   /// "shuffle" and "num_batches", which must match on load.
-  nn::StateDict state_dict() const;
+  StateDict state_dict() const;
   /// Makes the next begin() continue where `dict` stood: the rest of its epoch (the same
   /// batches, in the same order, whatever num_workers), or the next epoch when it was done.
-  void load_state_dict(const nn::StateDict& dict);
+  void load_state_dict(const StateDict& dict);
 
  private:
   struct Position {

@@ -11,8 +11,8 @@
 #include <iterator>
 #include <vector>
 
-#include "autograd/grad_mode.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 
 namespace kiln::data {
 

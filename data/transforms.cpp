@@ -2,9 +2,9 @@
 #include "data/transforms.h"
 
 #include "autograd/functions/index.h"
-#include "autograd/grad_mode.h"
 #include "autograd/functions/nn.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 
 namespace kiln::data::transforms {
 

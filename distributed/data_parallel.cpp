@@ -5,8 +5,8 @@
 #include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
-#include "autograd/grad_mode.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 #include "distributed/distributed.h"
 
 namespace kiln::nn {

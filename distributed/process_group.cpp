@@ -6,9 +6,9 @@
 
 #include "core/profiler_hooks.h"
 
-#include "autograd/grad_mode.h"
 #include "core/array_ref.h"
 #include "core/capture_hooks.h"
+#include "core/grad_mode.h"
 
 namespace kiln::distributed {
 

@@ -9,7 +9,7 @@
 // extra work (0.50x the speed on a 2-core Zen 1 with AVX2), and Kiln says so once. With AMX
 // (a 2-core Xeon) the mixed-precision epoch ran 1.81x faster, at the same accuracy. On a GPU
 // the speed-up is tensor cores', measured by scripts/gpu_check.sh.
-// Read next: amp/autocast.h, amp/grad_scaler.h.
+// Read next: autograd/autocast.h, amp/grad_scaler.h.
 #include "support/models.h"
 #include "support/training.h"
 

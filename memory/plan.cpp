@@ -13,14 +13,14 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/functions/nn.h"
-#include "autograd/grad_mode.h"
 #include "core/caching_allocator.h"
 #include "core/creation.h"
 #include "core/cuda/cuda.h"
 #include "core/error.h"
+#include "core/grad_mode.h"
 #include "core/messages.h"
 #include "core/meta_allocations.h"
 #include "nn/training_mode_guard.h"
@@ -382,14 +382,14 @@ MemoryPlan replay(Recorder& recorder, const PlanOptions& options) {
 /// Runs the model on the meta twins while alive; puts its own tensors back after.
 class SwappedTensors {
  public:
-  SwappedTensors(nn::Module& model, nn::StateDict& twins) : model_(model), twins_(twins) { model_.swap_tensors(twins_); }
+  SwappedTensors(nn::Module& model, StateDict& twins) : model_(model), twins_(twins) { model_.swap_tensors(twins_); }
   ~SwappedTensors() { model_.swap_tensors(twins_); }
   SwappedTensors(const SwappedTensors&) = delete;
   SwappedTensors& operator=(const SwappedTensors&) = delete;
 
  private:
   nn::Module& model_;
-  nn::StateDict& twins_;
+  StateDict& twins_;
 };
 
 /// Every size of a planned input or target is at least 1 (a 0-d spec has none to check).
@@ -441,7 +441,7 @@ MemoryPlan plan(nn::Module& model, const TensorSpec& input, const TensorSpec& ta
       [&](PhaseMarker& marker) {
         auto& recorder = static_cast<Recorder&>(marker);
         recorder.enter(Phase::Parameters, 0);
-        nn::StateDict twins;
+        StateDict twins;
         for (const auto& [name, p] : model.named_parameters()) {
           recorder.label("parameter " + name);
           twins.insert(name, empty(p.sizes(), TensorOptions().dtype(p.dtype()).device(kMeta).requires_grad(p.requires_grad())));

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "autograd/function.h"
-#include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "core/grad_mode.h"
 
 namespace kiln::nn {
 

@@ -6,10 +6,10 @@
 #include <optional>
 #include <vector>
 
-#include "amp/autocast.h"
-#include "autograd/grad_mode.h"
+#include "autograd/autocast.h"
 #include "autograd/saved_tensors_hooks.h"
 #include "core/capture_hooks.h"
+#include "core/grad_mode.h"
 #include "core/random.h"
 
 namespace kiln::nn {

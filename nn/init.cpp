@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 
 namespace kiln::nn::init {
 

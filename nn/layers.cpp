@@ -1,8 +1,8 @@
 // nn/layers.cpp — constructors and printing of the parameter-free layers and Embedding.
 #include "nn/layers.h"
 
-#include "autograd/grad_mode.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 #include "nn/init.h"
 
 namespace kiln::nn {

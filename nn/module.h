@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/state_dict.h"
 #include "core/tensor.h"
 #include "nn/hooks.h"
 #include "nn/named_tensors.h"
@@ -44,46 +45,6 @@ namespace kiln::nn {
 // forward takes or returns several tensors (LSTM, MultiheadAttention, the Transformer's
 // layers, the cells, the losses' input and target) test has_hooks() in their own operator()
 // and hand call_with_hooks their tensors as a list. Implemented in nn/hooks.cpp.
-
-/// Named tensors in registration order: PyTorch's OrderedDict state_dict, with its habits.
-///   StateDict sd = kiln::load("model.safetensors");
-///   sd["head.weight"] = sd.pop("fc.weight");         // rename a key
-///   sd.erase("fc.bias");                              // drop a classifier head
-///   for (const auto& [name, t] : sd.items()) ...      // insertion order
-class StateDict {
- public:
-  using Entry = std::pair<std::string, Tensor>;
-  StateDict() = default;
-  StateDict(std::initializer_list<Entry> entries);
-
-  /// Adds `name` at the end, or replaces its tensor where it already is.
-  void insert(std::string name, Tensor t);
-  /// The tensor named `name`, inserted (undefined, at the end) when absent, as std::map does.
-  Tensor& operator[](const std::string& name);
-  /// The tensor named `name`; a missing key is an IndexError naming it.
-  const Tensor& at(const std::string& name) const;
-  const Tensor& operator[](const std::string& name) const { return at(name); }
-  /// The tensor named `name`, or nullptr.
-  const Tensor* find(const std::string& name) const;
-  bool contains(const std::string& name) const { return index_.count(name) > 0; }
-  /// Removes `name`; returns how many entries went (0 or 1).
-  std::size_t erase(const std::string& name);
-  /// Removes `name` and returns its tensor (Python's dict.pop); a missing key is an error.
-  Tensor pop(const std::string& name);
-  std::vector<std::string> keys() const;
-  std::vector<Tensor> values() const;
-  const std::vector<Entry>& items() const { return entries_; }
-  std::size_t size() const { return entries_.size(); }
-  bool empty() const { return entries_.empty(); }
-  void clear();
-  auto begin() const { return entries_.begin(); }
-  auto end() const { return entries_.end(); }
-
- private:
-  void reindex();
-  std::vector<Entry> entries_;
-  std::unordered_map<std::string, std::size_t> index_;  // name -> position in entries_
-};
 
 /// What load_state_dict(strict = false) did not match (PyTorch's _IncompatibleKeys).
 struct IncompatibleKeys {

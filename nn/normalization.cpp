@@ -2,8 +2,8 @@
 #include "nn/normalization.h"
 
 #include "autograd/functions/nn.h"
-#include "autograd/grad_mode.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 
 namespace kiln::nn {
 

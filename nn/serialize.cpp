@@ -138,10 +138,10 @@ std::vector<std::uint8_t> read_all(const std::string& path) {
 
 }  // namespace
 
-nn::StateDict load_safetensors_bytes(std::span<const std::uint8_t> bytes) {
+StateDict load_safetensors_bytes(std::span<const std::uint8_t> bytes) {
   std::uint64_t start = 0;
   const std::vector<Entry> entries = parse_header(bytes, start, nullptr);
-  nn::StateDict dict;
+  StateDict dict;
   for (const Entry& e : entries) {
     const std::uint8_t* data = bytes.data() + start + e.begin;
     if (e.dtype == DType::Bool) {
@@ -156,7 +156,7 @@ nn::StateDict load_safetensors_bytes(std::span<const std::uint8_t> bytes) {
   return dict;
 }
 
-nn::StateDict load(const std::string& path) { return load_safetensors_bytes(read_all(path)); }
+StateDict load(const std::string& path) { return load_safetensors_bytes(read_all(path)); }
 
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path) {
   return load_safetensors_metadata_bytes(read_all(path));
@@ -171,7 +171,7 @@ std::map<std::string, std::string> load_safetensors_metadata_bytes(std::span<con
 
 namespace detail {
 
-SafetensorsImage safetensors_image(const nn::StateDict& dict, const std::map<std::string, std::string>& metadata) {
+SafetensorsImage safetensors_image(const StateDict& dict, const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   SafetensorsImage image;
   std::uint64_t offset = 0;
@@ -226,7 +226,7 @@ void write_unpublished(const std::string& tmp, const SafetensorsImage& image) {
   }
 }
 
-void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& dict,
+void write_safetensors_unpublished(const std::string& tmp, const StateDict& dict,
                                    const std::map<std::string, std::string>& metadata) {
   write_unpublished(tmp, safetensors_image(dict, metadata));
 }
@@ -249,7 +249,7 @@ void publish(const std::string& tmp, const std::string& path) {
 
 }  // namespace detail
 
-void save(const std::string& path, const nn::StateDict& dict, const std::map<std::string, std::string>& metadata) {
+void save(const std::string& path, const StateDict& dict, const std::map<std::string, std::string>& metadata) {
   // Durable before visible: the rename only happens once the bytes are on disk.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   detail::write_safetensors_unpublished(tmp, dict, metadata);

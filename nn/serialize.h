@@ -24,12 +24,12 @@
 namespace kiln {
 
 /// Writes `dict` to `path` (F32/F64/F16/BF16/I64/I32/I16/I8/U8/BOOL), atomically.
-void save(const std::string& path, const nn::StateDict& dict,
+void save(const std::string& path, const StateDict& dict,
           const std::map<std::string, std::string>& metadata = {});
 /// Reads a safetensors file (entries in file order, which save() writes in state_dict order).
-nn::StateDict load(const std::string& path);
+StateDict load(const std::string& path);
 /// Reads safetensors bytes already in memory (the fuzz target's entry point).
-nn::StateDict load_safetensors_bytes(std::span<const std::uint8_t> bytes);
+StateDict load_safetensors_bytes(std::span<const std::uint8_t> bytes);
 /// The "__metadata__" strings of a safetensors file.
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path);
 /// The same, from bytes already in memory.
@@ -43,11 +43,11 @@ struct SafetensorsImage {
   std::string header;
   std::vector<Tensor> blobs;
 };
-SafetensorsImage safetensors_image(const nn::StateDict& dict, const std::map<std::string, std::string>& metadata);
+SafetensorsImage safetensors_image(const StateDict& dict, const std::map<std::string, std::string>& metadata);
 /// save()'s two halves: write the image to `tmp` and flush it to disk (nothing at its final
 /// name yet), then rename it to `path` and flush the folder. checkpoint/ runs them apart.
 void write_unpublished(const std::string& tmp, const SafetensorsImage& image);
-void write_safetensors_unpublished(const std::string& tmp, const nn::StateDict& dict,
+void write_safetensors_unpublished(const std::string& tmp, const StateDict& dict,
                                    const std::map<std::string, std::string>& metadata);
 void publish(const std::string& tmp, const std::string& path);
 }  // namespace detail

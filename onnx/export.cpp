@@ -9,10 +9,10 @@
 #include <fstream>
 #include <map>
 
-#include "autograd/grad_mode.h"
 #include "compile/capture.h"
 #include "core/backends.h"
 #include "core/error.h"
+#include "core/grad_mode.h"
 #include "nn/training_mode_guard.h"
 #include "onnx/graph_builder.h"
 #include "onnx/kernel_export.h"

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "autograd/functions/elementwise.h"
-#include "autograd/grad_mode.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 
 namespace kiln::optim {
 

@@ -29,7 +29,7 @@ std::vector<double> LRScheduler::get_last_lr() const {
 
 namespace {
 
-const Tensor& entry(const nn::StateDict& dict, const std::string& name, const char* who) {
+const Tensor& entry(const StateDict& dict, const std::string& name, const char* who) {
   const Tensor* t = dict.find(name);
   KILN_CHECK_VALUE(t != nullptr, who, ".load_state_dict: the state dict is missing '", name, "'");
   return *t;
@@ -43,13 +43,13 @@ std::vector<double> doubles(const Tensor& t) {
 
 }  // namespace
 
-nn::StateDict LRScheduler::state_dict() const {
+StateDict LRScheduler::state_dict() const {
   return {{"last_epoch", tensor(last_epoch_)},
           {"base_lrs", tensor(std::span<const double>(base_lrs_), kFloat64)},
           {"_last_lr", tensor(std::span<const double>(get_last_lr()), kFloat64)}};
 }
 
-void LRScheduler::load_state_dict(const nn::StateDict& dict) {
+void LRScheduler::load_state_dict(const StateDict& dict) {
   const std::vector<double> base = doubles(entry(dict, "base_lrs", "LRScheduler"));
   KILN_CHECK_VALUE(base.size() == base_lrs_.size(), "LRScheduler.load_state_dict: the state has base_lrs for ",
                    base.size(), " parameter groups but the optimizer has ", base_lrs_.size());
@@ -173,14 +173,14 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& o, Options opts) : optimizer_(o)
   best_ = opts.mode == Mode::Min ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
 }
 
-nn::StateDict ReduceLROnPlateau::state_dict() const {
+StateDict ReduceLROnPlateau::state_dict() const {
   return {{"best", tensor(best_, kFloat64)},
           {"num_bad_epochs", tensor(num_bad_epochs_)},
           {"cooldown_counter", tensor(cooldown_counter_)},
           {"last_epoch", tensor(last_epoch_)}};
 }
 
-void ReduceLROnPlateau::load_state_dict(const nn::StateDict& dict) {
+void ReduceLROnPlateau::load_state_dict(const StateDict& dict) {
   const char* who = "ReduceLROnPlateau";
   const double best = entry(dict, "best", who).item<double>();
   const std::int64_t bad = entry(dict, "num_bad_epochs", who).item<std::int64_t>();

@@ -27,9 +27,9 @@ class LRScheduler {
   /// "last_epoch", "base_lrs" and "_last_lr", PyTorch's names. Every schedule here is a closed
   /// form of (base_lrs, last_epoch), so these are all a resumed schedule needs; the
   /// optimizer's own state_dict carries the lrs themselves.
-  nn::StateDict state_dict() const;
+  StateDict state_dict() const;
   /// Restores a state_dict() from a scheduler over as many parameter groups.
-  void load_state_dict(const nn::StateDict& dict);
+  void load_state_dict(const StateDict& dict);
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);
@@ -151,8 +151,8 @@ class ReduceLROnPlateau {
   std::int64_t num_bad_epochs() const { return num_bad_epochs_; }
 
   /// "best", "num_bad_epochs", "cooldown_counter" and "last_epoch", PyTorch's names.
-  nn::StateDict state_dict() const;
-  void load_state_dict(const nn::StateDict& dict);
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& dict);
 
  private:
   bool is_better(double a) const;

@@ -6,9 +6,10 @@
 #include <optional>
 #include <set>
 
-#include "autograd/grad_mode.h"
 #include "core/capture_hooks.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
+#include "nn/module.h"
 
 namespace kiln::optim {
 
@@ -90,7 +91,7 @@ namespace {
 /// Writes each hyperparameter as a Float64 (or Bool) tensor under `prefix`.
 class HyperparameterWriter : public HyperparameterVisitor {
  public:
-  HyperparameterWriter(nn::StateDict& dict, std::string prefix) : dict_(dict), prefix_(std::move(prefix)) {}
+  HyperparameterWriter(StateDict& dict, std::string prefix) : dict_(dict), prefix_(std::move(prefix)) {}
   void operator()(const std::string& name, double& value) override { dict_.insert(prefix_ + name, tensor(value, kFloat64)); }
   void operator()(const std::string& name, bool& value) override { dict_.insert(prefix_ + name, tensor(value)); }
   void operator()(const std::string& name, std::pair<double, double>& value) override {
@@ -98,14 +99,14 @@ class HyperparameterWriter : public HyperparameterVisitor {
   }
 
  private:
-  nn::StateDict& dict_;
+  StateDict& dict_;
   std::string prefix_;
 };
 
 /// Reads each hyperparameter back from `prefix`, checking its shape; names what it read.
 class HyperparameterReader : public HyperparameterVisitor {
  public:
-  HyperparameterReader(const nn::StateDict& dict, std::string prefix) : dict_(dict), prefix_(std::move(prefix)) {}
+  HyperparameterReader(const StateDict& dict, std::string prefix) : dict_(dict), prefix_(std::move(prefix)) {}
   void operator()(const std::string& name, double& value) override { value = scalar(name).item<double>(); }
   void operator()(const std::string& name, bool& value) override { value = scalar(name).item<double>() != 0.0; }
   void operator()(const std::string& name, std::pair<double, double>& value) override {
@@ -130,7 +131,7 @@ class HyperparameterReader : public HyperparameterVisitor {
                      " values; expected 1");
     return t;
   }
-  const nn::StateDict& dict_;
+  const StateDict& dict_;
   std::string prefix_;
 };
 
@@ -160,8 +161,8 @@ std::optional<std::string> after(const std::string& key, const std::string& pref
 
 }  // namespace
 
-nn::StateDict Optimizer::state_dict() const {
-  nn::StateDict dict;
+StateDict Optimizer::state_dict() const {
+  StateDict dict;
   std::size_t index = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (std::size_t i = 0; i < state_[g].size(); ++i, ++index) {
@@ -186,7 +187,7 @@ nn::StateDict Optimizer::state_dict() const {
   return dict;
 }
 
-void Optimizer::load_state_dict(const nn::StateDict& dict) {
+void Optimizer::load_state_dict(const StateDict& dict) {
   follow_moved_parameters();
   // Everything is read into copies first, so a dict that does not fit changes nothing.
   std::size_t saved_groups = 0;

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/state_dict.h"
 #include "core/tensor.h"
-#include "nn/module.h"
 
 namespace kiln::optim {
 
@@ -75,12 +75,12 @@ class Optimizer {
   /// (exp_avg, momentum_buffer, ...) for parameter i counted across all groups, and
   /// "param_groups.<g>.<hyperparameter>" (lr, betas, ...) plus "param_groups.<g>.params" (the
   /// indices of the group's parameters), so a learning rate set by a scheduler survives.
-  nn::StateDict state_dict() const;
+  StateDict state_dict() const;
   /// Replaces all state and hyperparameters with `dict`'s. A dict that does not fit (another
   /// number or size of groups, another optimizer's hyperparameters, a buffer of another
   /// shape, a missing or unexpected key) is an error that names the difference, and leaves
   /// this optimizer unchanged.
-  void load_state_dict(const nn::StateDict& dict);
+  void load_state_dict(const StateDict& dict);
 
  protected:
   Optimizer(TensorList params, const OptimizerOptions& defaults);

@@ -8,8 +8,8 @@
 // Read next: core/ops/batch_norm.h.
 #include "autograd/function.h"
 #include "autograd/functions/nn.h"
-#include "autograd/grad_mode.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 #include "core/ops/batch_norm.h"
 
 namespace kiln {

@@ -6,7 +6,7 @@
 // conv2d and the pools are instead one op per direction: ConvolutionFn with its two adjoint
 // ops, and Pool2dFn.
 // Read next: nn/ (the modules that call these).
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/functions/linalg.h"

@@ -5,8 +5,8 @@
 // Read next: autograd/saved_variable.h.
 #include <initializer_list>
 
-#include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "core/grad_mode.h"
 #include "core/ops/copy.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/random.h"

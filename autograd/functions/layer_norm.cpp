@@ -6,11 +6,11 @@
 // kernel's formula from differentiable ops, recomputing the statistics from the input so that
 // their dependence on it is part of the graph.
 // Read next: core/ops/layer_norm.h.
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/float_math.h"
 #include "autograd/functions/nn.h"
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "core/ops/layer_norm.h"
 
 namespace kiln {

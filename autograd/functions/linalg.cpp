@@ -4,7 +4,7 @@
 // Read next: autograd/functions/view.cpp.
 #include "autograd/functions/linalg.h"
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "core/creation.h"
 #include "core/ops/linalg.h"

@@ -8,12 +8,12 @@
 
 #include <algorithm>
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/functions/float_math.h"
 #include "autograd/functions/index.h"
-#include "autograd/grad_mode.h"
 #include "core/capture_hooks.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 #include "core/ops/allocate.h"
 #include "core/ops/batch_norm.h"
 #include "core/ops/random.h"

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/float_math.h"
 #include "core/creation.h"

@@ -9,7 +9,7 @@
 // Read next: autograd/functions/attention.cpp (whose softmax is this one).
 #include <cmath>
 
-#include "amp/autocast.h"
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/float_math.h"
 #include "core/ops/softmax.h"

@@ -15,8 +15,8 @@
 #include <set>
 #include <thread>
 
-#include "autograd/grad_mode.h"
 #include "core/creation.h"
+#include "core/grad_mode.h"
 #include "core/half.h"
 #include "distributed/backoff.h"
 #include "distributed/fingerprint.h"

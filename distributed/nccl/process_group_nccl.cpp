@@ -11,9 +11,9 @@
 #include <optional>
 #include <thread>
 
-#include "autograd/grad_mode.h"
 #include "core/creation.h"
 #include "core/cuda/cuda.h"
+#include "core/grad_mode.h"
 #include "distributed/process_group_nccl.h"
 
 namespace kiln::distributed {

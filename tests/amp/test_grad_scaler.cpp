@@ -158,7 +158,7 @@ TEST(GradScaler, StateDictRoundTripsAndDisabledScalersPassThrough) {
   a.scale(p.sum()).backward();
   a.step(opt);
   a.update();
-  const nn::StateDict state = a.state_dict();
+  const StateDict state = a.state_dict();
   EXPECT_EQ(state.at("scale").item<double>(), 8.0);
   EXPECT_EQ(state.at("_growth_tracker").item<std::int64_t>(), 1);
   amp::GradScaler b;

@@ -87,7 +87,7 @@ TEST(Idioms, ReductionsTakeOneDimOrAList) {
 TEST(Idioms, StateDictEditsInALine) {
   nn::Sequential model({std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::ReLU>(),
                         std::make_shared<nn::Linear>(3, 2)});
-  nn::StateDict sd = model.state_dict();
+  StateDict sd = model.state_dict();
   EXPECT_EQ(sd.keys(), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
   sd["backbone.weight"] = sd.pop("0.weight");  // rename
   EXPECT_EQ(sd.erase("2.weight"), 1u);          // drop the head
@@ -100,7 +100,7 @@ TEST(Idioms, StateDictEditsInALine) {
   // A backbone into a model with a new head: strict = false says what did not match.
   nn::Sequential fresh({std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::ReLU>(),
                         std::make_shared<nn::Linear>(3, 5)});
-  nn::StateDict backbone = model.state_dict();
+  StateDict backbone = model.state_dict();
   backbone.erase("2.weight");
   backbone.erase("2.bias");
   const nn::IncompatibleKeys result = fresh.load_state_dict(backbone, /*strict=*/false);

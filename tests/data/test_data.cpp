@@ -271,7 +271,7 @@ TEST(DataLoader, StateResumesMidEpochWithTheSameBatches) {
     DataLoaderOptions options{.batch_size = 4, .shuffle = true, .seed = 11, .num_workers = workers};
     DataLoader original(numbers(30), options);
     (void)epoch_targets(original);  // epoch 0
-    nn::StateDict mid;
+    StateDict mid;
     std::vector<std::vector<double>> after_mid;
     std::size_t taken = 0;
     for (const Example& b : original) {  // epoch 1: stop caring after 3 batches
@@ -289,7 +289,7 @@ TEST(DataLoader, StateResumesMidEpochWithTheSameBatches) {
     EXPECT_EQ(epoch_targets(resumed), epoch_targets(original));
 
     // A state taken at an epoch's end continues with the next epoch.
-    const nn::StateDict done = original.state_dict();
+    const StateDict done = original.state_dict();
     DataLoader next(numbers(30), options);
     next.load_state_dict(done);
     EXPECT_EQ(epoch_targets(next), epoch_targets(original));
@@ -300,12 +300,12 @@ TEST(DataLoader, StateResumesMidEpochWithTheSameBatches) {
 TEST(DataLoader, StateFromAnotherLoaderIsRefused) {
   DataLoader loader(numbers(30), {.batch_size = 4, .shuffle = true, .seed = 11});
   (void)rest_of_epoch(loader, 0);
-  const nn::StateDict state = loader.state_dict();
+  const StateDict state = loader.state_dict();
   DataLoader other_batch(numbers(30), {.batch_size = 5, .shuffle = true, .seed = 11});
   EXPECT_ERROR(other_batch.load_state_dict(state), "saved by a loader with 8 batches per epoch, this one has 6");
   DataLoader other_seed(numbers(30), {.batch_size = 4, .shuffle = true, .seed = 12});
   EXPECT_ERROR(other_seed.load_state_dict(state), "seed 11 and shuffle=1, this one has seed 12");
-  EXPECT_ERROR(loader.load_state_dict(nn::StateDict{}), "the state dict is missing 'epoch'");
+  EXPECT_ERROR(loader.load_state_dict(StateDict{}), "the state dict is missing 'epoch'");
   // Refused states leave the loader where it was: its next epoch is epoch 1.
   (void)rest_of_epoch(loader, 0);
   EXPECT_EQ(loader.epoch(), 1);

@@ -67,7 +67,7 @@ TEST(CharLm, CheckpointedActivationsTrainExactlyAsThePlainRun) {
   ASSERT_EQ(plain.val_bpc.size(), 2u);
   EXPECT_EQ(checkpointed.val_bpc, plain.val_bpc);
   EXPECT_EQ(checkpointed.final_val_bpc, plain.final_val_bpc);
-  const nn::StateDict a = plain_model->state_dict(), b = checkpointed_model->state_dict();
+  const StateDict a = plain_model->state_dict(), b = checkpointed_model->state_dict();
   for (const auto& [name, t] : a.items()) EXPECT_TRUE(t.equal(b.at(name))) << name;
 }
 

@@ -76,7 +76,7 @@ TEST(TrainingSmoke, CnnWithAdamWLearnsAndWritesItsLogAndCheckpoint) {
 TEST(TrainingSmoke, PlanPrintsTheStepsMemoryAndTrainsNothing) {
   manual_seed(0);
   Mlp model;
-  const nn::StateDict before = model.state_dict();
+  const StateDict before = model.state_dict();
   TrainConfig c = quick(1, "adam", 1e-3);
   c.plan = true;
   testing::internal::CaptureStdout();

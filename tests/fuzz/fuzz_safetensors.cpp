@@ -9,7 +9,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    const kiln::nn::StateDict dict = kiln::load_safetensors_bytes(std::span<const std::uint8_t>(data, size));
+    const kiln::StateDict dict = kiln::load_safetensors_bytes(std::span<const std::uint8_t>(data, size));
     for (const auto& [name, t] : dict) {
       if (t.numel() > 0) (void)t.to(kiln::kFloat64).sum();  // touch every element
     }

@@ -138,7 +138,7 @@ TEST(MemoryPlan, LeavesTheModelAndItsTensorsAsTheyWere) {
   examples::Mlp model;
   model.eval();
   model.fc2->train();
-  const nn::StateDict before = model.state_dict();
+  const StateDict before = model.state_dict();
   std::vector<const TensorImpl*> identities;
   for (const Tensor& p : model.parameters()) identities.push_back(p.impl());
   const memory::MemoryPlan plan = memory::plan(model, {{32, 784}}, {{32}, kInt64}, adam());
@@ -370,7 +370,7 @@ TEST(MemoryPlanBounds, BadArgumentsAreOneLineErrors) {
 
 TEST(ModuleSwapTensors, ExchangesByNameAndChecksShapes) {
   examples::Mlp model;
-  nn::StateDict replacement{{"fc1.bias", zeros({512})}};
+  StateDict replacement{{"fc1.bias", zeros({512})}};
   const Tensor own = model.fc1->bias;
   model.swap_tensors(replacement);
   EXPECT_TRUE(equal(model.fc1->bias, zeros({512})));
@@ -378,9 +378,9 @@ TEST(ModuleSwapTensors, ExchangesByNameAndChecksShapes) {
   model.swap_tensors(replacement);
   EXPECT_EQ(model.fc1->bias.impl(), own.impl());
 
-  nn::StateDict wrong_shape{{"fc1.bias", zeros({3})}};
+  StateDict wrong_shape{{"fc1.bias", zeros({3})}};
   EXPECT_THROW(model.swap_tensors(wrong_shape), Error);
-  nn::StateDict unknown{{"fc9.bias", zeros({3})}};
+  StateDict unknown{{"fc9.bias", zeros({3})}};
   EXPECT_THROW(model.swap_tensors(unknown), Error);
   EXPECT_EQ(model.fc1->bias.impl(), own.impl());
 }

@@ -24,7 +24,7 @@ inline Tensor formula(IntArrayRef sizes, std::size_t salt) {
 /// The module in Float64 with the formula's values in every parameter, loaded by name.
 inline void load_formula(nn::Module& m) {
   m.to(kFloat64);
-  nn::StateDict values;
+  StateDict values;
   for (const auto& [name, p] : m.named_parameters()) values.insert(name, formula(p.sizes(), name.size()));
   m.load_state_dict(values);
 }

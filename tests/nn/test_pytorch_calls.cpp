@@ -159,9 +159,9 @@ TEST(PyTorchCalls, TransformerEncoderCopiesTheLayerIntoEachLayer) {
   // Like PyTorch's deepcopy, copying draws no random numbers.
   EXPECT_TRUE(equal(get_rng_state(), rng_before));
   EXPECT_FALSE(encoder.is_training());
-  const nn::StateDict original = layer->state_dict();
+  const StateDict original = layer->state_dict();
   for (std::size_t i = 0; i < 2; ++i) {
-    const nn::StateDict copy = (*encoder.layers)[i]->state_dict();
+    const StateDict copy = (*encoder.layers)[i]->state_dict();
     ASSERT_EQ(copy.keys(), original.keys());
     for (const auto& [name, t] : copy) {
       EXPECT_EQ(t.dtype(), kFloat64) << name;

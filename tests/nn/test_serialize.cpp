@@ -63,14 +63,14 @@ TEST(Safetensors, WritesTheDocumentedLayout) {
 
 TEST(Safetensors, LoadStateDictErrorsSpeakPyTorch) {
   nn::Linear l(2, 3);
-  nn::StateDict bad{{"weight", zeros({2, 2})}, {"extra", zeros({1})}};
+  StateDict bad{{"weight", zeros({2, 2})}, {"extra", zeros({1})}};
   const std::string msg = kiln::testing::error_of([&] { l.load_state_dict(bad); });
   EXPECT_NE(msg.find("Error(s) in loading state_dict for Linear:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Missing key(s) in state_dict: \"bias\"."), std::string::npos) << msg;
   EXPECT_NE(msg.find("Unexpected key(s) in state_dict: \"extra\"."), std::string::npos) << msg;
   EXPECT_NE(msg.find("size mismatch for weight: copying a param with shape [2, 2] from checkpoint, the shape in current model is [3, 2]."),
             std::string::npos) << msg;
-  nn::StateDict partial{{"weight", ones({3, 2})}};
+  StateDict partial{{"weight", ones({3, 2})}};
   l.load_state_dict(partial, /*strict=*/false);
   EXPECT_EQ(values(l.weight), std::vector<double>(6, 1.0));
 }

@@ -100,7 +100,7 @@ TEST(Optimizer, StateDictRoundTrip) {
   optim::Adam opt({p}, optim::AdamOptions(0.1));
   p.sum().backward();
   opt.step();
-  nn::StateDict saved = opt.state_dict();
+  StateDict saved = opt.state_dict();
   EXPECT_TRUE(saved.contains("state.0.exp_avg"));
   Tensor q = ones({2}, requires_grad());
   optim::Adam other({q}, optim::AdamOptions(0.5));

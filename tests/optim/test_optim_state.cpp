@@ -75,7 +75,7 @@ TEST(OptimizerState, HasPyTorchsLayoutWithIndicesAcrossGroups) {
   optim::Adam opt({pr.w}, optim::AdamOptions(0.1));
   opt.add_param_group({pr.b}, optim::AdamOptions(0.01).betas({0.8, 0.9}));
   pr.step(opt);
-  const nn::StateDict d = opt.state_dict();
+  const StateDict d = opt.state_dict();
   // state is keyed by the parameter's index counted over all groups: b is parameter 1.
   for (const char* key : {"state.0.step", "state.0.exp_avg", "state.0.exp_avg_sq", "state.1.step", "state.1.exp_avg",
                           "param_groups.0.lr", "param_groups.0.betas", "param_groups.0.eps",
@@ -114,11 +114,11 @@ TEST(OptimizerState, AnotherOptimizersStateIsRefusedAndNothingChanges) {
   Problem other = pr.clone();
   optim::Adam adam({other.w, other.b}, optim::AdamOptions(0.01));
   other.step(adam);
-  const nn::StateDict before = adam.state_dict();
+  const StateDict before = adam.state_dict();
   EXPECT_ERROR(adam.load_state_dict(sgd.state_dict()), "was it saved from another optimizer type?");
   EXPECT_ERROR(adam.load_state_dict(sgd.state_dict()), "{lr, momentum, dampening, weight_decay, nesterov, maximize}");
   // The failed load left Adam's state as it was.
-  const nn::StateDict after = adam.state_dict();
+  const StateDict after = adam.state_dict();
   ASSERT_EQ(after.size(), before.size());
   EXPECT_EQ(values(after.at("state.0.exp_avg")), values(before.at("state.0.exp_avg")));
   EXPECT_EQ(after.at("param_groups.0.lr").item<double>(), 0.01);
@@ -128,7 +128,7 @@ TEST(OptimizerState, MismatchedShapesGroupsAndKeysAreNamed) {
   Problem pr;
   optim::Adam opt({pr.w, pr.b}, optim::AdamOptions(0.1));
   pr.step(opt);
-  const nn::StateDict saved = opt.state_dict();
+  const StateDict saved = opt.state_dict();
 
   // Another shape: the parameters are swapped.
   optim::Adam swapped({pr.b, pr.w}, optim::AdamOptions(0.1));
@@ -142,15 +142,15 @@ TEST(OptimizerState, MismatchedShapesGroupsAndKeysAreNamed) {
   EXPECT_ERROR(bigger.load_state_dict(saved),
                "loaded state dict contains a parameter group that doesn't match the size of optimizer's group");
   // A missing hyperparameter and an unexpected key.
-  nn::StateDict missing;
+  StateDict missing;
   for (const auto& [k, v] : saved) {
     if (k != "param_groups.0.eps") missing.insert(k, v);
   }
   EXPECT_ERROR(opt.load_state_dict(missing), "has hyperparameters");
-  nn::StateDict unexpected = saved;
+  StateDict unexpected = saved;
   unexpected.insert("momentum", tensor(0.9));
   EXPECT_ERROR(opt.load_state_dict(unexpected), "unexpected key in optimizer state dict: 'momentum'");
-  nn::StateDict out_of_range = saved;
+  StateDict out_of_range = saved;
   out_of_range.insert("state.7.exp_avg", zeros({2}, kFloat64));
   EXPECT_ERROR(opt.load_state_dict(out_of_range), "state for parameter 7 but this optimizer has 2 parameters");
 }
@@ -195,7 +195,7 @@ TEST(SchedulerState, HasPyTorchsKeysAndRefusesOtherGroupCounts) {
   optim::SGD opt({pr.w}, optim::SGDOptions(0.1));
   optim::StepLR schedule(opt, 2);
   schedule.step();
-  const nn::StateDict d = schedule.state_dict();
+  const StateDict d = schedule.state_dict();
   EXPECT_EQ(d.at("last_epoch").item<std::int64_t>(), 1);
   EXPECT_EQ(values(d.at("base_lrs")), std::vector<double>{0.1});
   EXPECT_EQ(values(d.at("_last_lr")), std::vector<double>{0.1});
@@ -203,7 +203,7 @@ TEST(SchedulerState, HasPyTorchsKeysAndRefusesOtherGroupCounts) {
   two.add_param_group({pr.b}, optim::SGDOptions(0.2));
   optim::StepLR other(two, 2);
   EXPECT_ERROR(other.load_state_dict(d), "the state has base_lrs for 1 parameter groups but the optimizer has 2");
-  EXPECT_ERROR(schedule.load_state_dict(nn::StateDict{{"last_epoch", tensor(std::int64_t{3})}}),
+  EXPECT_ERROR(schedule.load_state_dict(StateDict{{"last_epoch", tensor(std::int64_t{3})}}),
                "the state dict is missing 'base_lrs'");
 }
 

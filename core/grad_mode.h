@@ -1,4 +1,4 @@
-// autograd/grad_mode.h — whether ops record history, per thread.
+// core/grad_mode.h — whether ops record history, per thread.
 //
 //   {
 //     kiln::NoGradGuard no_grad;      // optimizer updates, evaluation
@@ -7,7 +7,9 @@
 //
 // Under NoGradGuard every op's output has requires_grad false, and in-place ops are allowed
 // on any tensor (that is how optimizers update parameters). EnableGradGuard turns recording
-// back on inside a no-grad region.
+// back on inside a no-grad region. It is core's, below autograd (PyTorch keeps it in
+// c10/core/GradMode.h), because layers that record nothing read it too: autocast's cast cache,
+// the GradScaler, the capture's guards.
 // Read next: autograd/function.h.
 #pragma once
 

@@ -1,14 +1,14 @@
-// amp/autocast.cpp — autocast's thread-local state, policy targets and the cast cache.
-// See Note [Autocast policies] in amp/autocast.h.
-#include "amp/autocast.h"
+// autograd/autocast.cpp — autocast's thread-local state, policy targets and the cast cache.
+// See Note [Autocast policies] in autograd/autocast.h.
+#include "autograd/autocast.h"
 
 #include <array>
 #include <sstream>
 #include <unordered_map>
 
-#include "autograd/grad_mode.h"
 #include "core/backends.h"
 #include "core/error.h"
+#include "core/grad_mode.h"
 #include "core/meta_allocations.h"
 #include "core/warning.h"
 

@@ -1,5 +1,5 @@
-// autograd/grad_mode.cpp — the thread-local grad mode.
-#include "autograd/grad_mode.h"
+// core/grad_mode.cpp — the thread-local grad mode.
+#include "core/grad_mode.h"
 
 namespace kiln {
 

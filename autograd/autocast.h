@@ -1,4 +1,4 @@
-// amp/autocast.h — automatic mixed precision: inside an `autocast` region, each op runs in
+// autograd/autocast.h — automatic mixed precision: inside an `autocast` region, each op runs in
 // the dtype its policy names (PyTorch's torch.autocast, as an RAII guard LibTorch lacks).
 //
 //   {
@@ -11,6 +11,9 @@
 // This is step 1 of the op pipeline (STYLE.md): an op declares its policy on its own struct
 // (`static constexpr amp::CastPolicy autocast_policy = ...`), and Function::apply or the
 // composite op's front end calls amp::run before anything else. See Note [Autocast policies].
+// It lives in autograd/, not amp/, because it is a stage of the differentiable op pipeline:
+// Function::apply calls it, and its casts are autograd's own differentiable `to()`. amp/
+// holds the training utility above the optimizers, GradScaler (Note [Layering]).
 // Read next: amp/grad_scaler.h.
 #pragma once
 
