@@ -28,16 +28,38 @@ namespace kiln {
 
 // Note [Layering]
 // ~~~~~~~~~~~~~~~
-// core/ (tensors, raw ops, kernels) knows nothing of autograd; autograd/ knows nothing of
-// CUDA; nn/ and optim/ sit on autograd; amp/ hooks into the op pipeline. Two seams make the
-// one-way layering hold while keeping PyTorch's method syntax:
+// Kiln is built in layers, and a layer uses only the layers below it. Each is an object
+// library of its own (kiln_core, kiln_autograd, ...; CMakeLists.txt) that is also linked, with
+// the layers below it and nothing else, into a check program, so a call that climbs a layer is
+// an undefined symbol and the build fails; tests/api/test_layering.cpp holds every #include to
+// the same table, which it reads from the build:
+//
+//   layer        uses
+//   checkpoint   amp data optim nn autograd core
+//   memory       optim nn autograd core
+//   amp          optim nn autograd core     (GradScaler steps an optimizer)
+//   onnx         compile nn autograd core
+//   distributed  nn autograd core           (DistributedDataParallel is a Module)
+//   optim        nn autograd core           (nn::current follows a moved parameter)
+//   compile      autograd core
+//   data         autograd core
+//   nn           autograd core
+//   profiler     core
+//   autograd     core                       (autocast is a stage of its op pipeline)
+//   core                                    (grad mode and StateDict are here: all above use them)
+//
+// A layer not listed is not used, though it sits lower (data knows nothing of nn, compile
+// nothing of optim). Inside core, two seams keep PyTorch's method syntax while core never
+// calls autograd:
 //   1. TensorImpl holds its grad_fn as a pointer to a forward-declared autograd::Node; core
 //      never calls into it.
 //   2. Tensor's op methods (x.add(y), x.backward()) are declared here and defined in
 //      autograd/, which is the layer that knows how to record them. core/ never calls them:
 //      raw ops in core/ops take and return Tensors but only use the accessors defined here.
-// The CUDA backend is reached only through core/cuda/cuda.h, whose stub stands in when nvcc
-// is absent, so no file outside core/cuda needs #ifdef.
+// Layers above reach back down only through hooks core declares and they install: the capture
+// (core/capture_hooks.h) and the profiler (core/profiler_hooks.h). The CUDA backend is reached
+// only through core/cuda/cuda.h, whose stub stands in when nvcc is absent, so no file outside
+// core/cuda needs #ifdef.
 
 class Tensor;
 struct ValuesIndices;
