@@ -6,6 +6,7 @@
 // Floats print as integers with a trailing "." when every value is whole, with 4 decimals
 // otherwise, and in scientific notation when the magnitudes span more than 1000x (or exceed
 // 1e8, or fall below 1e-4). Tensors over 1000 elements show 3 items at each edge and "...".
+// The grad_fn's name is autograd's to add (core/print.h).
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "core/ops/copy.h"
 #include "core/ops/index.h"
 #include "core/ops/view.h"
+#include "core/print.h"
 #include "core/tensor.h"
 
 namespace kiln {
@@ -170,8 +172,11 @@ std::string size_text(IntArrayRef s) {
 
 }  // namespace
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-  if (!t.defined()) return os << "[ Tensor (undefined) ]";
+void print_tensor(std::ostream& os, const Tensor& t, const char* grad_fn_name) {
+  if (!t.defined()) {
+    os << "[ Tensor (undefined) ]";
+    return;
+  }
   const std::string prefix = "tensor(";
   std::vector<std::string> suffixes;
   std::ostringstream body;
@@ -189,17 +194,11 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   }
   if (!t.is_cpu()) suffixes.insert(suffixes.begin(), detail::str_cat("device='", t.device(), "'"));
   if (prints_dtype(t.dtype())) suffixes.push_back(detail::str_cat("dtype=kiln.", dtype_name(t.dtype())));
-  if (t.grad_fn()) suffixes.push_back(detail::str_cat("grad_fn=<", node_name(*t.grad_fn()), ">"));
+  if (grad_fn_name != nullptr) suffixes.push_back(detail::str_cat("grad_fn=<", grad_fn_name, ">"));
   else if (t.requires_grad()) suffixes.push_back("requires_grad=True");
   os << prefix << body.str();
   for (const auto& s : suffixes) os << ", " << s;
-  return os << ')';
-}
-
-std::string to_string(const Tensor& t) {
-  std::ostringstream os;
-  os << t;
-  return os.str();
+  os << ')';
 }
 
 }  // namespace kiln

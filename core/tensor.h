@@ -454,7 +454,8 @@ struct ValuesIndices {
   operator std::tuple<Tensor, Tensor>() const { return {values, indices}; }  // NOLINT: implicit
 };
 
-/// Prints like PyTorch: `tensor([[1., 2.],\n        [3., 4.]], dtype=kiln.float64)`.
+/// Prints like PyTorch: `tensor([[1., 2.],\n        [3., 4.]], dtype=kiln.float64)`. Defined by
+/// autograd, which names the grad_fn (autograd/tensor_print.cpp; core/print.h has the rest).
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 /// The same text as a string.
 std::string to_string(const Tensor& t);

@@ -29,8 +29,9 @@ Tensor with_history(Tensor&& raw, const std::shared_ptr<Node>& node, std::uint32
 
 struct AutogradMeta;
 
-/// The PyTorch-style name of a backward node ("MulBackward0"). Declared here so that core can
-/// print `grad_fn=<MulBackward0>`; defined by the autograd layer (Note [Layering]).
+/// The PyTorch-style name of a backward node ("MulBackward0"), for the layers above that name a
+/// tensor's history in messages. Defined by the autograd layer, and never called by core
+/// (Note [Layering]).
 const char* node_name(const autograd::Node& node);
 
 // Note [The creation contract]
