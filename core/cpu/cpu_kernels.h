@@ -5,6 +5,7 @@
 
 #include <array>
 
+#include "core/kernel_of.h"
 #include "core/kernels.h"
 
 namespace kiln::cpu {
@@ -13,47 +14,29 @@ std::array<UnaryKernel, static_cast<std::size_t>(UnaryOp::kCount)> unary_kernels
 std::array<BinaryKernel, static_cast<std::size_t>(BinaryOp::kCount)> binary_kernels();
 std::array<ReduceKernel, static_cast<std::size_t>(ReduceOp::kCount)> reduce_kernels();
 
-void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
-void copy_kernel(const Tensor& dst, const Tensor& src);
-void fill_kernel(const Tensor& dst, const Scalar& value);
-void arange_kernel(const Tensor& out, const Scalar& start, const Scalar& step);
-void arg_reduce_kernel(const Tensor& values, const Tensor& indices, const Tensor& in,
-                       std::int64_t dim, bool is_max);
-void var_mean_kernel(const Tensor& var, const Tensor& mean, const Tensor& in, IntArrayRef dims, double divisor);
-void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
-void bmm_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu);
-void cat_kernel(const Tensor& out, const TensorList& inputs, std::int64_t dim);
-void index_select_kernel(const Tensor& out, const Tensor& in, std::int64_t dim,
-                         const Tensor& index);
-void index_add_kernel(const Tensor& out, std::int64_t dim, const Tensor& index,
-                      const Tensor& source);
-void gather_kernel(const Tensor& out, const Tensor& in, std::int64_t dim, const Tensor& index);
-void scatter_kernel(const Tensor& out, std::int64_t dim, const Tensor& index, const Tensor& src,
-                    bool accumulate);
-void im2col_kernel(const Tensor& cols, const Tensor& input, const Im2ColGeometry& g,
-                   double pad_value);
-void col2im_kernel(const Tensor& out, const Tensor& cols, const Im2ColGeometry& g);
-void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                           const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_forward_relu_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                                const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
-                                  const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
-                                   const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
-                                        const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weight, const Tensor& grad_bias,
-                                                         const Tensor& grad_pooled, const Tensor& indices,
-                                                         const Tensor& values, const Tensor& input,
-                                                         const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Tensor& grad_weight,
-                                             const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& indices,
-                                             const Tensor& values, const Tensor& weight, const Tensor& input,
-                                             const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
-                                         const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
-                                         const Im2ColGeometry& pool, std::int64_t groups);
+KernelOf<WhereKernel> where_kernel;
+KernelOf<CopyKernel> copy_kernel;
+KernelOf<FillKernel> fill_kernel;
+KernelOf<ArangeKernel> arange_kernel;
+KernelOf<ArgReduceKernel> arg_reduce_kernel;
+KernelOf<VarMeanKernel> var_mean_kernel;
+KernelOf<BmmKernel> bmm_kernel;
+KernelOf<BmmBiasKernel> bmm_bias_kernel;
+KernelOf<CatKernel> cat_kernel;
+KernelOf<IndexSelectKernel> index_select_kernel;
+KernelOf<IndexAddKernel> index_add_kernel;
+KernelOf<GatherKernel> gather_kernel;
+KernelOf<ScatterKernel> scatter_kernel;
+KernelOf<Im2ColKernel> im2col_kernel;
+KernelOf<Col2ImKernel> col2im_kernel;
+KernelOf<ConvKernels::Forward> conv2d_forward_kernel;
+KernelOf<ConvKernels::Forward> conv2d_forward_relu_kernel;
+KernelOf<ConvKernels::BackwardInput> conv2d_backward_input_kernel;
+KernelOf<ConvKernels::BackwardWeight> conv2d_backward_weight_kernel;
+KernelOf<ConvKernels::BackwardWeightBias> conv2d_backward_weight_bias_kernel;
+KernelOf<ConvKernels::BackwardWeightBiasThroughMaxPool> conv2d_backward_weight_bias_through_max_pool_kernel;
+KernelOf<ConvKernels::BackwardThroughMaxPool> conv2d_backward_through_max_pool_kernel;
+KernelOf<ConvKernels::ForwardReluMaxPool> conv2d_forward_relu_max_pool_kernel;
 /// At most this many taps per output channel (C/groups · kh · kw) make a convolution "thin" (a
 /// first layer): so little arithmetic per output that writing the output bounds it, and its
 /// forward and weight gradient are faster as Kiln's direct kernels than as a GEMM or oneDNN
@@ -82,19 +65,13 @@ void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, con
 /// defined (contiguous, O values) the bias gradient from the same read of grad_output.
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                  const Im2ColGeometry& g, const Tensor& grad_bias = Tensor());
-void batch_norm_forward_kernel(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
-                               const Tensor& input, const Tensor& weight, const Tensor& bias,
-                               const Tensor& running_mean, const Tensor& running_var, double momentum, double eps);
-void batch_norm_backward_kernel(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                                const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                const Tensor& save_mean, const Tensor& save_invstd, double eps);
-void pool2d_forward_kernel(const Tensor& out, const Tensor& input, const Im2ColGeometry& g, PoolMode mode);
-void pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& input,
-                            const Tensor& output, const Im2ColGeometry& g, PoolMode mode);
-void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor& input, const Im2ColGeometry& g);
-void max_pool2d_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices);
-void max_pool2d_backward_relu_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
-                                     const Tensor& values);
+KernelOf<BatchNormKernels::Forward> batch_norm_forward_kernel;
+KernelOf<BatchNormKernels::Backward> batch_norm_backward_kernel;
+KernelOf<PoolKernels::Forward> pool2d_forward_kernel;
+KernelOf<PoolKernels::Backward> pool2d_backward_kernel;
+KernelOf<MaxPoolKernel> max_pool2d_kernel;
+KernelOf<MaxPoolBackwardKernel> max_pool2d_backward_kernel;
+KernelOf<MaxPoolBackwardReluKernel> max_pool2d_backward_relu_kernel;
 /// max_pool2d_kernel of an input held channel-blocked (`layout`, [N, C, g.height, g.width] with
 /// N and C from `values`): values and indices in NCHW, bit for bit max_pool2d_kernel's; with
 /// `relu`, of relu(input) (NaN kept), relu computed as each element is read.
@@ -106,22 +83,15 @@ void max_pool2d_channel_blocked_kernel(const Tensor& values, const Tensor& indic
 void max_pool2d_backward_relu_channel_blocked_kernel(const Tensor& grad_input, const ChannelBlockedLayout& layout,
                                                      const Tensor& grad_output, const Tensor& indices,
                                                      const Tensor& values, const Im2ColGeometry& g);
-void lstm_cell_forward_kernel(const Tensor& gates, const Tensor& c, const Tensor& h, const Tensor& recurrent,
-                              const Tensor& projected, const Tensor& c_prev);
-void lstm_cell_backward_kernel(const Tensor& grad_gates, const Tensor& grad_c, const Tensor& grad_h,
-                               const Tensor& grad_output, const Tensor& gates, const Tensor& c, const Tensor& c_prev);
-void softmax_forward_kernel(const Tensor& out, const Tensor& x, std::int64_t dim, bool log);
-void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& y, std::int64_t dim,
-                             bool log);
-void layer_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& input,
-                               const Tensor& weight, const Tensor& bias, double eps);
-void layer_norm_backward_kernel(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                                const Tensor& grad_output, const Tensor& input, const Tensor& mean,
-                                const Tensor& rstd, const Tensor& weight);
-void random_kernel(const Tensor& self, RandomKind kind, double a, double b);
-void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const AdamStep& step);
-void sgd_kernel(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step);
-void unscale_kernel(const Tensor& grad, double inv_scale, const Tensor& found_inf);
+KernelOf<LstmCellKernels::Forward> lstm_cell_forward_kernel;
+KernelOf<LstmCellKernels::Backward> lstm_cell_backward_kernel;
+KernelOf<SoftmaxKernels::Forward> softmax_forward_kernel;
+KernelOf<SoftmaxKernels::Backward> softmax_backward_kernel;
+KernelOf<LayerNormKernels::Forward> layer_norm_forward_kernel;
+KernelOf<LayerNormKernels::Backward> layer_norm_backward_kernel;
+KernelOf<RandomKernel> random_kernel;
+KernelOf<AdamKernel> adam_kernel;
+KernelOf<SgdKernel> sgd_kernel;
+KernelOf<UnscaleKernel> unscale_kernel;
 
 }  // namespace kiln::cpu

@@ -2,8 +2,7 @@
 //
 //   cpu_map<float, float, float>([](float a, float b) { return a + b; }, out, {&a, &b});
 //
-// make_loop() aligns each operand's strides to the output's shape (stride 0 where an operand
-// is broadcast), drops size-1 dims and merges dims that are contiguous with each other, so a
+// The loop's geometry is make_loop()'s (core/loop_geometry.h, shared with CUDA's launches): a
 // contiguous tensor of any rank becomes one flat loop the compiler vectorises. The innermost
 // loop has fast paths for all-contiguous operands and for a broadcast scalar.
 // Read next: core/cpu/unary.cpp, core/cpu/binary.cpp.
@@ -15,66 +14,11 @@
 #include <utility>
 
 #include "core/cpu/parallel.h"
+#include "core/loop_geometry.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
 namespace kiln::cpu {
-
-inline constexpr int kMaxLoopDims = 16;
-
-/// The geometry of an N-operand elementwise loop (operand 0 is the output), innermost dim
-/// first, strides in bytes.
-template <int N>
-struct Loop {
-  int ndim = 1;
-  std::int64_t numel = 0;
-  std::int64_t sizes[kMaxLoopDims];
-  std::array<std::int64_t, N> strides[kMaxLoopDims];
-};
-
-template <int N>
-Loop<N> make_loop(IntArrayRef shape, const std::array<const Tensor*, N>& operands) {
-  const int ndim = static_cast<int>(shape.size());
-  KILN_CHECK(ndim <= kMaxLoopDims, "Kiln's CPU kernels support up to ", kMaxLoopDims,
-             " dimensions (got ", ndim, ")");
-  Loop<N> loop;
-  loop.numel = compute_numel(shape);
-  int out_d = 0;
-  for (int d = ndim - 1; d >= 0; --d) {  // innermost first
-    if (shape[d] == 1) continue;
-    loop.sizes[out_d] = shape[d];
-    for (int k = 0; k < N; ++k) {
-      const Tensor& t = *operands[k];
-      const int td = d - (ndim - static_cast<int>(t.dim()));
-      const bool broadcast = td < 0 || t.sizes()[td] == 1;
-      loop.strides[out_d][k] =
-          broadcast ? 0 : t.strides()[td] * static_cast<std::int64_t>(t.element_size());
-    }
-    ++out_d;
-  }
-  if (out_d == 0) {
-    loop.sizes[0] = 1;
-    loop.strides[0].fill(0);
-    out_d = 1;
-  }
-  // Merge dim i+1 into dim i when every operand steps through them as one run.
-  int merged = 0;
-  for (int d = 1; d < out_d; ++d) {
-    bool can_merge = true;
-    for (int k = 0; k < N; ++k) {
-      if (loop.strides[d][k] != loop.strides[merged][k] * loop.sizes[merged]) can_merge = false;
-    }
-    if (can_merge) {
-      loop.sizes[merged] *= loop.sizes[d];
-    } else {
-      ++merged;
-      loop.sizes[merged] = loop.sizes[d];
-      loop.strides[merged] = loop.strides[d];
-    }
-  }
-  loop.ndim = merged + 1;
-  return loop;
-}
 
 /// Runs inner(pointers, inner_strides, n) over the rows of [begin, end) (linear indices).
 template <int N, class Inner>

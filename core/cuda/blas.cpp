@@ -11,10 +11,11 @@
 #include <map>
 #include <mutex>
 
-#include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda.h"
-#include "core/ops/copy.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_kernels.h"
 #include "core/error.h"
+#include "core/ops/copy.h"
 #include "core/tensor.h"
 
 namespace kiln::cuda {

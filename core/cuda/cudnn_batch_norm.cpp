@@ -7,6 +7,7 @@
 // Read next: core/cuda/register.cpp.
 #include "core/cuda/cuda.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_kernels.h"
 #include "core/cuda/cudnn_common.h"
 #include "core/tensor.h"
 

@@ -18,6 +18,7 @@
 
 #include "core/cuda/cuda.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_kernels.h"
 #include "core/cuda/cudnn_common.h"
 #include "core/error.h"
 #include "core/kernel_params.h"

@@ -10,6 +10,7 @@
 #include "core/cuda/cuda.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_kernels.h"
+#include "core/cuda/elementwise_launch.h"
 #include "core/cuda/launch.h"
 #include "core/kernels.h"
 #include "core/ops/allocate.h"
@@ -17,8 +18,6 @@
 #include "core/ops/view.h"
 
 namespace kiln::cuda {
-
-namespace {
 
 namespace {
 
@@ -39,75 +38,18 @@ class OnDevice {
   StreamHandle stream_;
 };
 
-/// The Elementwise struct for out and inputs broadcast to out's shape, with size-1 dims
-/// dropped and mergeable neighbours merged (so a contiguous tensor is one flat loop).
-template <int N>
-Elementwise<N> elementwise(const std::array<const Tensor*, N>& operands) {
-  const Tensor& out = *operands[0];
-  const std::int64_t dims = out.dim();
-  // Strides of every operand aligned to out's dims; 0 where an input broadcasts.
-  std::vector<std::array<std::int64_t, N>> strides(static_cast<std::size_t>(dims));
-  std::vector<std::int64_t> sizes(out.sizes().begin(), out.sizes().end());
-  for (int k = 0; k < N; ++k) {
-    const Tensor& t = *operands[static_cast<std::size_t>(k)];
-    const std::int64_t shift = dims - t.dim();
-    for (std::int64_t d = 0; d < dims; ++d) {
-      const std::int64_t td = d - shift;
-      strides[static_cast<std::size_t>(d)][static_cast<std::size_t>(k)] =
-          td < 0 || t.sizes()[td] == 1 ? 0 : t.strides()[td];
-    }
-  }
-  // Drop size-1 dims, then merge dim d into d+1 where every operand steps evenly across both.
-  std::vector<std::int64_t> merged_sizes;
-  std::vector<std::array<std::int64_t, N>> merged_strides;
-  for (std::int64_t d = 0; d < dims; ++d) {
-    if (sizes[static_cast<std::size_t>(d)] == 1) continue;
-    const auto& st = strides[static_cast<std::size_t>(d)];
-    if (!merged_sizes.empty()) {
-      auto& prev = merged_strides.back();
-      bool mergeable = true;
-      for (int k = 0; k < N; ++k) mergeable &= prev[static_cast<std::size_t>(k)] == st[static_cast<std::size_t>(k)] * sizes[static_cast<std::size_t>(d)];
-      if (mergeable) {
-        merged_sizes.back() *= sizes[static_cast<std::size_t>(d)];
-        prev = st;
-        continue;
-      }
-    }
-    merged_sizes.push_back(sizes[static_cast<std::size_t>(d)]);
-    merged_strides.push_back(st);
-  }
-  KILN_CHECK(static_cast<int>(merged_sizes.size()) <= kMaxDims, "CUDA kernels index at most ", kMaxDims,
-             " dimensions after merging, got a layout that needs ", merged_sizes.size(),
-             " (call contiguous() first)");
-  Elementwise<N> e{};
-  e.dims = static_cast<int>(merged_sizes.size());
-  e.numel = out.numel();
-  e.contiguous = e.dims <= 1;
-  for (int k = 0; k < N; ++k) {
-    const Tensor& t = *operands[static_cast<std::size_t>(k)];
-    e.data[k] = static_cast<char*>(t.numel() == 0 ? nullptr : t.raw_data_ptr());
-    e.dtype[k] = t.dtype();
-    for (int d = 0; d < e.dims; ++d) {
-      e.strides[k][d] = merged_strides[static_cast<std::size_t>(d)][static_cast<std::size_t>(k)];
-      if (e.dims == 1) e.contiguous &= e.strides[k][d] == 1;
-    }
-  }
-  for (int d = 0; d < e.dims; ++d) e.sizes[d] = merged_sizes[static_cast<std::size_t>(d)];
-  return e;
-}
-
 template <UnaryOp Op>
 void unary(const Tensor& out, const Tensor& in) {
   if (out.numel() == 0) return;
   OnDevice on(out);
-  require(launch_unary(Op, elementwise<2>({&out, &in}), on.stream()), op_name(Op), in.dtype());
+  require(launch_unary(Op, elementwise_launch<2>({&out, &in}), on.stream()), op_name(Op), in.dtype());
 }
 
 template <BinaryOp Op>
 void binary(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (out.numel() == 0) return;
   OnDevice on(out);
-  require(launch_binary(Op, elementwise<3>({&out, &a, &b}), on.stream()), op_name(Op), a.dtype());
+  require(launch_binary(Op, elementwise_launch<3>({&out, &a, &b}), on.stream()), op_name(Op), a.dtype());
 }
 
 template <std::size_t... I>
@@ -198,19 +140,19 @@ std::array<ReduceKernel, static_cast<std::size_t>(ReduceOp::kCount)> reduce_kern
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (out.numel() == 0) return;
   OnDevice on(out);
-  require(launch_where(elementwise<4>({&out, &cond, &a, &b}), on.stream()), "where", out.dtype());
+  require(launch_where(elementwise_launch<4>({&out, &cond, &a, &b}), on.stream()), "where", out.dtype());
 }
 
 void copy_kernel(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   OnDevice on(dst);
-  require(launch_copy(elementwise<2>({&dst, &src}), on.stream()), "copy", src.dtype());
+  require(launch_copy(elementwise_launch<2>({&dst, &src}), on.stream()), "copy", src.dtype());
 }
 
 void fill_kernel(const Tensor& dst, const Scalar& value) {
   if (dst.numel() == 0) return;
   OnDevice on(dst);
-  require(launch_fill(elementwise<1>({&dst}), value.to_double(), value.to_int(), on.stream()), "fill", dst.dtype());
+  require(launch_fill(elementwise_launch<1>({&dst}), value.to_double(), value.to_int(), on.stream()), "fill", dst.dtype());
 }
 
 void arange_kernel(const Tensor& out, const Scalar& start, const Scalar& step) {

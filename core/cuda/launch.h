@@ -1,8 +1,9 @@
 // core/cuda/launch.h — the boundary between host C++ and the CUDA kernels. The kernels
 // (core/cuda/*.cu, compiled by nvcc) see only plain structs of pointers, sizes and strides,
 // never a Tensor: nvcc then compiles nothing of Kiln but the math, which keeps CUDA builds
-// fast and the kernels independent of Eigen. core/cuda/register.cpp turns Tensors into these
-// structs (broadcasting and merging dimensions first) and fills the kernel table.
+// fast and the kernels independent of Eigen. core/cuda/host_kernels.cpp turns Tensors into these
+// structs (broadcasting and merging dimensions first); core/cuda/register.cpp fills the kernel
+// table with them.
 // Read next: core/cuda/loops.cuh (how the kernels walk these structs).
 #pragma once
 

@@ -4,33 +4,20 @@
 // Read next: core/onednn/register.cpp.
 #pragma once
 
+#include "core/kernel_of.h"
 #include "core/kernels.h"
 
 namespace kiln::onednn {
 
-void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b);
-void bmm_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu);
-void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                           const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_forward_relu_kernel(const Tensor& out, const Tensor& input, const Tensor& weight,
-                                const Tensor& bias,
-                           const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
-                                  const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
-                                   const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
-                                        const Tensor& input, const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weight, const Tensor& grad_bias,
-                                                         const Tensor& grad_pooled, const Tensor& indices,
-                                                         const Tensor& values, const Tensor& input,
-                                                         const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Tensor& grad_weight,
-                                             const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& indices,
-                                             const Tensor& values, const Tensor& weight, const Tensor& input,
-                                             const Im2ColGeometry& g, std::int64_t groups);
-void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
-                                         const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
-                                         const Im2ColGeometry& pool, std::int64_t groups);
+KernelOf<BmmKernel> bmm_kernel;
+KernelOf<BmmBiasKernel> bmm_bias_kernel;
+KernelOf<ConvKernels::Forward> conv2d_forward_kernel;
+KernelOf<ConvKernels::Forward> conv2d_forward_relu_kernel;
+KernelOf<ConvKernels::BackwardInput> conv2d_backward_input_kernel;
+KernelOf<ConvKernels::BackwardWeight> conv2d_backward_weight_kernel;
+KernelOf<ConvKernels::BackwardWeightBias> conv2d_backward_weight_bias_kernel;
+KernelOf<ConvKernels::BackwardWeightBiasThroughMaxPool> conv2d_backward_weight_bias_through_max_pool_kernel;
+KernelOf<ConvKernels::BackwardThroughMaxPool> conv2d_backward_through_max_pool_kernel;
+KernelOf<ConvKernels::ForwardReluMaxPool> conv2d_forward_relu_max_pool_kernel;
 
 }  // namespace kiln::onednn
