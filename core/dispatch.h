@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "core/dtype_sets.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/messages.h"
@@ -32,14 +33,22 @@ struct list_front;
 template <class T, class... Ts>
 struct list_front<TypeList<T, Ts...>> { using type = T; };
 
-using FloatingTypes = TypeList<float, double, Eigen::half, Eigen::bfloat16>;
-using IntegralTypes = TypeList<std::int64_t, std::int32_t, std::int16_t, std::int8_t, std::uint8_t>;
-using NumericTypes = TypeList<float, double, Eigen::half, Eigen::bfloat16, std::int64_t,
-                              std::int32_t, std::int16_t, std::int8_t, std::uint8_t>;
-using AllTypes = TypeList<float, double, Eigen::half, Eigen::bfloat16, std::int64_t, std::int32_t,
-                          std::int16_t, std::int8_t, std::uint8_t, bool>;
+/// A set of dtypes (core/dtype_sets.h) as the CPU's C++ types.
+template <class Set>
+struct cpu_types_of;
+template <DType... Ds>
+struct cpu_types_of<DTypeSet<Ds...>> {
+  using type = TypeList<cpp_type_t<Ds>...>;
+};
+template <class Set>
+using CpuTypes = typename cpu_types_of<Set>::type;
+
+using FloatingTypes = CpuTypes<FloatingDTypes>;
+using IntegralTypes = CpuTypes<IntegralDTypes>;
+using NumericTypes = CpuTypes<NumericDTypes>;
+using AllTypes = CpuTypes<AllDTypes>;
 /// What GEMM and friends run on, on the CPU.
-using GemmTypes = TypeList<float, double, Eigen::half, Eigen::bfloat16>;
+using GemmTypes = FloatingTypes;
 
 namespace detail {
 template <class List, class T, class F>

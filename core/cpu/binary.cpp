@@ -15,10 +15,10 @@ namespace {
 
 std::string kernel_name(BinaryOp op) { return std::string(op_name(op)) + "_cpu"; }
 
-template <BinaryOp Op, class F, class Types>
+template <BinaryOp Op, class F>
 void binary_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
   static const std::string name = kernel_name(Op);  // built once per kernel, not per call
-  dispatch_dtype<Types>(a.dtype(), name.c_str(), [&]<typename T>() {
+  dispatch_dtype<CpuTypes<typename F::dtypes>>(a.dtype(), name.c_str(), [&]<typename T>() {
     using M = OpMath<T>;
     if constexpr (is_comparison(Op) || is_logical(Op)) {
       cpu_map<bool, T, T>(
@@ -36,24 +36,24 @@ std::array<BinaryKernel, static_cast<std::size_t>(BinaryOp::kCount)> binary_kern
   using B = BinaryOp;
   // Same order as the BinaryOp enum.
   return exactly_one_per<BinaryKernel, BinaryOp>(
-      &binary_kernel<B::Add, Add, AllTypes>,
-      &binary_kernel<B::Sub, Sub, NumericTypes>,
-      &binary_kernel<B::Mul, Mul, AllTypes>,
-      &binary_kernel<B::Div, Div, FloatingTypes>,
-      &binary_kernel<B::Pow, Pow, AllTypes>,
-      &binary_kernel<B::Maximum, Maximum, AllTypes>,
-      &binary_kernel<B::Minimum, Minimum, AllTypes>,
-      &binary_kernel<B::ThresholdBackward, ThresholdBackward, NumericTypes>,
-      &binary_kernel<B::GeluBackward, GeluBackward, FloatingTypes>,
-      &binary_kernel<B::Eq, Eq, AllTypes>,
-      &binary_kernel<B::Ne, Ne, AllTypes>,
-      &binary_kernel<B::Lt, Lt, AllTypes>,
-      &binary_kernel<B::Le, Le, AllTypes>,
-      &binary_kernel<B::Gt, Gt, AllTypes>,
-      &binary_kernel<B::Ge, Ge, AllTypes>,
-      &binary_kernel<B::LogicalAnd, LogicalAnd, TypeList<bool>>,
-      &binary_kernel<B::LogicalOr, LogicalOr, TypeList<bool>>,
-      &binary_kernel<B::LogicalXor, LogicalXor, TypeList<bool>>);
+      &binary_kernel<B::Add, Add>,
+      &binary_kernel<B::Sub, Sub>,
+      &binary_kernel<B::Mul, Mul>,
+      &binary_kernel<B::Div, Div>,
+      &binary_kernel<B::Pow, Pow>,
+      &binary_kernel<B::Maximum, Maximum>,
+      &binary_kernel<B::Minimum, Minimum>,
+      &binary_kernel<B::ThresholdBackward, ThresholdBackward>,
+      &binary_kernel<B::GeluBackward, GeluBackward>,
+      &binary_kernel<B::Eq, Eq>,
+      &binary_kernel<B::Ne, Ne>,
+      &binary_kernel<B::Lt, Lt>,
+      &binary_kernel<B::Le, Le>,
+      &binary_kernel<B::Gt, Gt>,
+      &binary_kernel<B::Ge, Ge>,
+      &binary_kernel<B::LogicalAnd, LogicalAnd>,
+      &binary_kernel<B::LogicalOr, LogicalOr>,
+      &binary_kernel<B::LogicalXor, LogicalXor>);
 }
 
 void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {

@@ -14,7 +14,7 @@ namespace kiln::cpu {
 
 namespace {
 
-using LstmTypes = TypeList<float, double>;
+using LstmTypes = CpuTypes<LstmCellDTypes>;
 
 }  // namespace
 

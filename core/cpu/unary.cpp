@@ -35,10 +35,10 @@ void eigen_unary(T* out, const T* in, std::int64_t n) {
 
 std::string kernel_name(UnaryOp op) { return std::string(op_name(op)) + "_cpu"; }
 
-template <UnaryOp Op, class F, class Types>
+template <UnaryOp Op, class F>
 void unary_kernel(const Tensor& out, const Tensor& in) {
   static const std::string name = kernel_name(Op);  // built once per kernel, not per call
-  dispatch_dtype<Types>(in.dtype(), name.c_str(), [&]<typename T>() {
+  dispatch_dtype<CpuTypes<typename F::dtypes>>(in.dtype(), name.c_str(), [&]<typename T>() {
     if constexpr (kHasEigenForm<Op, T>) {
       if (out.is_contiguous() && in.is_contiguous()) {
         T* o = out.data_ptr<T>();
@@ -59,19 +59,19 @@ std::array<UnaryKernel, static_cast<std::size_t>(UnaryOp::kCount)> unary_kernels
   using namespace functors;
   // Same order as the UnaryOp enum.
   return exactly_one_per<UnaryKernel, UnaryOp>(
-      &unary_kernel<UnaryOp::Neg, Neg, NumericTypes>,
-      &unary_kernel<UnaryOp::Exp, Exp, FloatingTypes>,
-      &unary_kernel<UnaryOp::Log, Log, FloatingTypes>,
-      &unary_kernel<UnaryOp::Sqrt, Sqrt, FloatingTypes>,
-      &unary_kernel<UnaryOp::Rsqrt, Rsqrt, FloatingTypes>,
-      &unary_kernel<UnaryOp::Abs, Abs, NumericTypes>,
-      &unary_kernel<UnaryOp::Sign, Sign, AllTypes>,
-      &unary_kernel<UnaryOp::Relu, Relu, NumericTypes>,
-      &unary_kernel<UnaryOp::Sigmoid, Sigmoid, FloatingTypes>,
-      &unary_kernel<UnaryOp::Tanh, Tanh, FloatingTypes>,
-      &unary_kernel<UnaryOp::Gelu, Gelu, FloatingTypes>,
-      &unary_kernel<UnaryOp::Erf, Erf, FloatingTypes>,
-      &unary_kernel<UnaryOp::Reciprocal, Reciprocal, FloatingTypes>);
+      &unary_kernel<UnaryOp::Neg, Neg>,
+      &unary_kernel<UnaryOp::Exp, Exp>,
+      &unary_kernel<UnaryOp::Log, Log>,
+      &unary_kernel<UnaryOp::Sqrt, Sqrt>,
+      &unary_kernel<UnaryOp::Rsqrt, Rsqrt>,
+      &unary_kernel<UnaryOp::Abs, Abs>,
+      &unary_kernel<UnaryOp::Sign, Sign>,
+      &unary_kernel<UnaryOp::Relu, Relu>,
+      &unary_kernel<UnaryOp::Sigmoid, Sigmoid>,
+      &unary_kernel<UnaryOp::Tanh, Tanh>,
+      &unary_kernel<UnaryOp::Gelu, Gelu>,
+      &unary_kernel<UnaryOp::Erf, Erf>,
+      &unary_kernel<UnaryOp::Reciprocal, Reciprocal>);
 }
 
 }  // namespace kiln::cpu

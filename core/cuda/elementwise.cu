@@ -55,14 +55,14 @@ struct FillFn {
   __device__ void operator()(const Elementwise<1>& a, const std::int64_t (&off)[1]) const { at<T>(a.data[0], off[0]) = value; }
 };
 
-template <class F, class List>
+template <class F>
 bool unary_with(const Elementwise<2>& args, StreamHandle stream, const char* name) {
-  return dispatch<List>(args.dtype[0], [&]<typename T>() { launch_elementwise(args, UnaryFn<F, T>{}, stream, name); });
+  return dispatch<CudaTypes<typename F::dtypes>>(args.dtype[0], [&]<typename T>() { launch_elementwise(args, UnaryFn<F, T>{}, stream, name); });
 }
 
-template <BinaryOp Op, class F, class List>
+template <BinaryOp Op, class F>
 bool binary_with(const Elementwise<3>& args, StreamHandle stream, const char* name) {
-  return dispatch<List>(args.dtype[1], [&]<typename T>() { launch_elementwise(args, BinaryFn<Op, F, T>{}, stream, name); });
+  return dispatch<CudaTypes<typename F::dtypes>>(args.dtype[1], [&]<typename T>() { launch_elementwise(args, BinaryFn<Op, F, T>{}, stream, name); });
 }
 
 }  // namespace
@@ -70,19 +70,19 @@ bool binary_with(const Elementwise<3>& args, StreamHandle stream, const char* na
 bool launch_unary(UnaryOp op, const Elementwise<2>& args, StreamHandle stream) {
   using namespace functors;
   switch (op) {
-    case UnaryOp::Neg: return unary_with<Neg, NumericTypes>(args, stream, "neg_cuda");
-    case UnaryOp::Exp: return unary_with<Exp, FloatTypes>(args, stream, "exp_cuda");
-    case UnaryOp::Log: return unary_with<Log, FloatTypes>(args, stream, "log_cuda");
-    case UnaryOp::Sqrt: return unary_with<Sqrt, FloatTypes>(args, stream, "sqrt_cuda");
-    case UnaryOp::Rsqrt: return unary_with<Rsqrt, FloatTypes>(args, stream, "rsqrt_cuda");
-    case UnaryOp::Abs: return unary_with<Abs, NumericTypes>(args, stream, "abs_cuda");
-    case UnaryOp::Sign: return unary_with<Sign, AllTypes>(args, stream, "sign_cuda");
-    case UnaryOp::Relu: return unary_with<Relu, NumericTypes>(args, stream, "relu_cuda");
-    case UnaryOp::Sigmoid: return unary_with<Sigmoid, FloatTypes>(args, stream, "sigmoid_cuda");
-    case UnaryOp::Tanh: return unary_with<Tanh, FloatTypes>(args, stream, "tanh_cuda");
-    case UnaryOp::Gelu: return unary_with<Gelu, FloatTypes>(args, stream, "gelu_cuda");
-    case UnaryOp::Erf: return unary_with<Erf, FloatTypes>(args, stream, "erf_cuda");
-    case UnaryOp::Reciprocal: return unary_with<Reciprocal, FloatTypes>(args, stream, "reciprocal_cuda");
+    case UnaryOp::Neg: return unary_with<Neg>(args, stream, "neg_cuda");
+    case UnaryOp::Exp: return unary_with<Exp>(args, stream, "exp_cuda");
+    case UnaryOp::Log: return unary_with<Log>(args, stream, "log_cuda");
+    case UnaryOp::Sqrt: return unary_with<Sqrt>(args, stream, "sqrt_cuda");
+    case UnaryOp::Rsqrt: return unary_with<Rsqrt>(args, stream, "rsqrt_cuda");
+    case UnaryOp::Abs: return unary_with<Abs>(args, stream, "abs_cuda");
+    case UnaryOp::Sign: return unary_with<Sign>(args, stream, "sign_cuda");
+    case UnaryOp::Relu: return unary_with<Relu>(args, stream, "relu_cuda");
+    case UnaryOp::Sigmoid: return unary_with<Sigmoid>(args, stream, "sigmoid_cuda");
+    case UnaryOp::Tanh: return unary_with<Tanh>(args, stream, "tanh_cuda");
+    case UnaryOp::Gelu: return unary_with<Gelu>(args, stream, "gelu_cuda");
+    case UnaryOp::Erf: return unary_with<Erf>(args, stream, "erf_cuda");
+    case UnaryOp::Reciprocal: return unary_with<Reciprocal>(args, stream, "reciprocal_cuda");
     case UnaryOp::kCount: break;
   }
   return false;
@@ -91,27 +91,26 @@ bool launch_unary(UnaryOp op, const Elementwise<2>& args, StreamHandle stream) {
 bool launch_binary(BinaryOp op, const Elementwise<3>& args, StreamHandle stream) {
   using namespace functors;
   using B = BinaryOp;
-  using BoolOnly = Types<bool>;
   switch (op) {
-    case B::Add: return binary_with<B::Add, Add, AllTypes>(args, stream, "add_cuda");
-    case B::Sub: return binary_with<B::Sub, Sub, NumericTypes>(args, stream, "sub_cuda");
-    case B::Mul: return binary_with<B::Mul, Mul, AllTypes>(args, stream, "mul_cuda");
-    case B::Div: return binary_with<B::Div, Div, FloatTypes>(args, stream, "div_cuda");
-    case B::Pow: return binary_with<B::Pow, Pow, AllTypes>(args, stream, "pow_cuda");
-    case B::Maximum: return binary_with<B::Maximum, Maximum, AllTypes>(args, stream, "maximum_cuda");
-    case B::Minimum: return binary_with<B::Minimum, Minimum, AllTypes>(args, stream, "minimum_cuda");
+    case B::Add: return binary_with<B::Add, Add>(args, stream, "add_cuda");
+    case B::Sub: return binary_with<B::Sub, Sub>(args, stream, "sub_cuda");
+    case B::Mul: return binary_with<B::Mul, Mul>(args, stream, "mul_cuda");
+    case B::Div: return binary_with<B::Div, Div>(args, stream, "div_cuda");
+    case B::Pow: return binary_with<B::Pow, Pow>(args, stream, "pow_cuda");
+    case B::Maximum: return binary_with<B::Maximum, Maximum>(args, stream, "maximum_cuda");
+    case B::Minimum: return binary_with<B::Minimum, Minimum>(args, stream, "minimum_cuda");
     case B::ThresholdBackward:
-      return binary_with<B::ThresholdBackward, ThresholdBackward, NumericTypes>(args, stream, "threshold_backward_cuda");
-    case B::GeluBackward: return binary_with<B::GeluBackward, GeluBackward, FloatTypes>(args, stream, "gelu_backward_cuda");
-    case B::Eq: return binary_with<B::Eq, Eq, AllTypes>(args, stream, "eq_cuda");
-    case B::Ne: return binary_with<B::Ne, Ne, AllTypes>(args, stream, "ne_cuda");
-    case B::Lt: return binary_with<B::Lt, Lt, AllTypes>(args, stream, "lt_cuda");
-    case B::Le: return binary_with<B::Le, Le, AllTypes>(args, stream, "le_cuda");
-    case B::Gt: return binary_with<B::Gt, Gt, AllTypes>(args, stream, "gt_cuda");
-    case B::Ge: return binary_with<B::Ge, Ge, AllTypes>(args, stream, "ge_cuda");
-    case B::LogicalAnd: return binary_with<B::LogicalAnd, LogicalAnd, BoolOnly>(args, stream, "logical_and_cuda");
-    case B::LogicalOr: return binary_with<B::LogicalOr, LogicalOr, BoolOnly>(args, stream, "logical_or_cuda");
-    case B::LogicalXor: return binary_with<B::LogicalXor, LogicalXor, BoolOnly>(args, stream, "logical_xor_cuda");
+      return binary_with<B::ThresholdBackward, ThresholdBackward>(args, stream, "threshold_backward_cuda");
+    case B::GeluBackward: return binary_with<B::GeluBackward, GeluBackward>(args, stream, "gelu_backward_cuda");
+    case B::Eq: return binary_with<B::Eq, Eq>(args, stream, "eq_cuda");
+    case B::Ne: return binary_with<B::Ne, Ne>(args, stream, "ne_cuda");
+    case B::Lt: return binary_with<B::Lt, Lt>(args, stream, "lt_cuda");
+    case B::Le: return binary_with<B::Le, Le>(args, stream, "le_cuda");
+    case B::Gt: return binary_with<B::Gt, Gt>(args, stream, "gt_cuda");
+    case B::Ge: return binary_with<B::Ge, Ge>(args, stream, "ge_cuda");
+    case B::LogicalAnd: return binary_with<B::LogicalAnd, LogicalAnd>(args, stream, "logical_and_cuda");
+    case B::LogicalOr: return binary_with<B::LogicalOr, LogicalOr>(args, stream, "logical_or_cuda");
+    case B::LogicalXor: return binary_with<B::LogicalXor, LogicalXor>(args, stream, "logical_xor_cuda");
     case B::kCount: break;
   }
   return false;

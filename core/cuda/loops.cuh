@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/cuda/launch.h"
+#include "core/dtype_sets.h"
 
 namespace kiln::cuda {
 
@@ -64,11 +65,20 @@ __device__ inline bool device_is_nan(T v) {
 // the family.
 
 template <class... Ts> struct Types {};
-using FloatTypes = Types<float, double, __half, __nv_bfloat16>;
-using NumericTypes = Types<float, double, __half, __nv_bfloat16, std::int64_t, std::int32_t, std::int16_t,
-                           std::int8_t, std::uint8_t>;
-using AllTypes = Types<float, double, __half, __nv_bfloat16, std::int64_t, std::int32_t, std::int16_t,
-                       std::int8_t, std::uint8_t, bool>;
+
+/// The device type of a dtype: the CPU's C++ type (cpp_type_t) but for CUDA's own half types.
+template <DType D> struct device_type_of { using type = cpp_type_t<D>; };
+template <> struct device_type_of<DType::Float16> { using type = __half; };
+template <> struct device_type_of<DType::BFloat16> { using type = __nv_bfloat16; };
+
+/// A set of dtypes (core/dtype_sets.h) as CUDA's device types.
+template <class Set> struct cuda_types_of;
+template <DType... Ds> struct cuda_types_of<DTypeSet<Ds...>> { using type = Types<typename device_type_of<Ds>::type...>; };
+template <class Set> using CudaTypes = typename cuda_types_of<Set>::type;
+
+using FloatTypes = CudaTypes<FloatingDTypes>;
+using NumericTypes = CudaTypes<NumericDTypes>;
+using AllTypes = CudaTypes<AllDTypes>;
 
 template <class T, class List> struct listed;
 template <class T, class... Ts> struct listed<T, Types<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {};

@@ -9,7 +9,7 @@ namespace kiln::cuda {
 
 namespace {
 
-using LstmTypes = Types<float, double>;
+using LstmTypes = CudaTypes<LstmCellDTypes>;
 
 template <class T>
 __device__ T sigmoid(T x) {

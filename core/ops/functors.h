@@ -2,7 +2,8 @@
 // computes in OpMath<T> (float for half types); kernels convert on load and store.
 // The enums below name the members of each op family; core/kernels.h holds one kernel per
 // member and device, and `static_assert`s in the registration lists catch a member added
-// here without a kernel.
+// here without a kernel. Each functor names the dtypes it is built for (`using dtypes`, a set
+// of core/dtype_sets.h), for the CPU's kernels and CUDA's alike.
 // Read next: core/kernels.h, core/cpu/unary.cpp, core/cpu/binary.cpp.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <type_traits>
 
 #include "core/cuda/host_device.h"
+#include "core/dtype_sets.h"
 
 namespace kiln {
 
@@ -73,20 +75,35 @@ KILN_HOST_DEVICE constexpr T wrapping_mul(T a, T b) {
   }
 }
 
-struct Neg { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return wrapping_sub(T(0), a); } };
-struct Exp { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::exp(a); } };
-struct Log { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::log(a); } };
-struct Sqrt { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::sqrt(a); } };
+struct Neg {
+  using dtypes = NumericDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return wrapping_sub(T(0), a); }
+};
+struct Exp {
+  using dtypes = FloatingDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::exp(a); }
+};
+struct Log {
+  using dtypes = FloatingDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::log(a); }
+};
+struct Sqrt {
+  using dtypes = FloatingDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::sqrt(a); }
+};
 struct Rsqrt {
+  using dtypes = FloatingDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a) const { return T(1) / std::sqrt(a); }
 };
 struct Abs {
+  using dtypes = NumericDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a) const {
     if constexpr (std::is_unsigned_v<T>) return a;
     else return a < T(0) ? wrapping_sub(T(0), a) : a;
   }
 };
 struct Sign {
+  using dtypes = AllDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a) const {
     if constexpr (std::is_same_v<T, bool>) return a;
     else if constexpr (std::is_unsigned_v<T>) return static_cast<T>(a != T(0));
@@ -95,31 +112,54 @@ struct Sign {
 };
 /// max(a, 0) that lets NaN through, as PyTorch's relu does.
 struct Relu {
+  using dtypes = NumericDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a) const {
     if constexpr (std::is_unsigned_v<T>) return a;
     else return a < T(0) ? T(0) : a;
   }
 };
 struct Sigmoid {
+  using dtypes = FloatingDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a) const { return T(1) / (T(1) + std::exp(-a)); }
 };
-struct Tanh { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::tanh(a); } };
+struct Tanh {
+  using dtypes = FloatingDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::tanh(a); }
+};
 /// The exact (erf) GELU: x * Phi(x), PyTorch's default approximate='none'.
 struct Gelu {
+  using dtypes = FloatingDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a) const {
     return T(0.5) * a * (T(1) + std::erf(a * T(0.70710678118654752440)));
   }
 };
-struct Erf { template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::erf(a); } };
+struct Erf {
+  using dtypes = FloatingDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a) const { return std::erf(a); }
+};
 struct Reciprocal {
+  using dtypes = FloatingDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a) const { return T(1) / a; }
 };
 
-struct Add { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return wrapping_add(a, b); } };
-struct Sub { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return wrapping_sub(a, b); } };
-struct Mul { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return wrapping_mul(a, b); } };
-struct Div { template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a / b); } };
+struct Add {
+  using dtypes = AllDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return wrapping_add(a, b); }
+};
+struct Sub {
+  using dtypes = NumericDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return wrapping_sub(a, b); }
+};
+struct Mul {
+  using dtypes = AllDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return wrapping_mul(a, b); }
+};
+struct Div {
+  using dtypes = FloatingDTypes;
+  template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return static_cast<T>(a / b); }
+};
 struct Pow {
+  using dtypes = AllDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
       return std::pow(a, b);
@@ -139,6 +179,7 @@ struct Pow {
 };
 /// NaN-propagating maximum/minimum (torch.maximum semantics).
 struct Maximum {
+  using dtypes = AllDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const {
     if (is_nan(a)) return a;
     if (is_nan(b)) return b;
@@ -146,6 +187,7 @@ struct Maximum {
   }
 };
 struct Minimum {
+  using dtypes = AllDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const {
     if (is_nan(a)) return a;
     if (is_nan(b)) return b;
@@ -155,26 +197,55 @@ struct Minimum {
 /// PyTorch's threshold_backward at 0, relu's backward in one pass: the gradient `a` where the
 /// output `b` is positive (or NaN), else 0. A zero mask times an inf gradient would give NaN.
 struct ThresholdBackward {
+  using dtypes = NumericDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const { return b <= T(0) ? T(0) : a; }
 };
 /// PyTorch's gelu_backward (approximate='none') in one pass: the gradient `a` times
 /// gelu'(b) = Phi(b) + b phi(b). Written as ops, the same formula is ten passes and temporaries.
 struct GeluBackward {
+  using dtypes = FloatingDTypes;
   template <class T> KILN_HOST_DEVICE T operator()(T a, T b) const {
     const T cdf = T(0.5) * (T(1) + std::erf(b * T(0.70710678118654752440)));
     const T pdf = std::exp(T(-0.5) * b * b) * T(0.39894228040143267794);
     return a * (cdf + b * pdf);
   }
 };
-struct Eq { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a == b; } };
-struct Ne { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a != b; } };
-struct Lt { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a < b; } };
-struct Le { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a <= b; } };
-struct Gt { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a > b; } };
-struct Ge { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a >= b; } };
-struct LogicalAnd { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a && b; } };
-struct LogicalOr { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a || b; } };
-struct LogicalXor { template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a != b; } };
+struct Eq {
+  using dtypes = AllDTypes;
+  template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a == b; }
+};
+struct Ne {
+  using dtypes = AllDTypes;
+  template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a != b; }
+};
+struct Lt {
+  using dtypes = AllDTypes;
+  template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a < b; }
+};
+struct Le {
+  using dtypes = AllDTypes;
+  template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a <= b; }
+};
+struct Gt {
+  using dtypes = AllDTypes;
+  template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a > b; }
+};
+struct Ge {
+  using dtypes = AllDTypes;
+  template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a >= b; }
+};
+struct LogicalAnd {
+  using dtypes = BoolDTypes;
+  template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a && b; }
+};
+struct LogicalOr {
+  using dtypes = BoolDTypes;
+  template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a || b; }
+};
+struct LogicalXor {
+  using dtypes = BoolDTypes;
+  template <class T> KILN_HOST_DEVICE bool operator()(T a, T b) const { return a != b; }
+};
 
 }  // namespace functors
 }  // namespace kiln
