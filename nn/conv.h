@@ -1,6 +1,7 @@
 // nn/conv.h — Conv2d over [N, C, H, W], weight [out, in/groups, kh, kw], PyTorch's default
 // initialisation (kaiming_uniform_ with a = sqrt(5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
-// The convolution itself is unfold + GEMM (Note [Convolution as unfold + GEMM]).
+// The kernels a convolution runs (cuDNN, Kiln's thin kernels, oneDNN, unfold + GEMM) are
+// conv2d_route's to choose (core/conv_route.h).
 // Read next: nn/layers.h (pooling, dropout and the other layers without weights of their own).
 #pragma once
 

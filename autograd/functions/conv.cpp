@@ -2,15 +2,17 @@
 // primitives, unfold (im2col) and fold (col2im), plus matmul, max and mean
 // (Note [Convolution as unfold + GEMM] in core/ops/conv.h). unfold and fold are each
 // other's adjoint, so each is the other's backward, and everything built on them is
-// differentiable to any order. On the op-kernel route (core/backends.h: cuDNN on CUDA),
-// conv2d and the pools are instead one op per direction: ConvolutionFn with its two adjoint
-// ops, and Pool2dFn.
+// differentiable to any order. On the op-kernel route (core/backends.h: cuDNN on CUDA; on the
+// CPU Kiln's thin kernels, oneDNN or the reference kernels), conv2d and the pools are instead
+// one op per direction: ConvolutionFn with its two adjoint ops, and Pool2dFn. Which one a
+// convolution takes is conv2d_route's (core/conv_route.h).
 // Read next: nn/ (the modules that call these).
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
+#include "core/conv_route.h"
 #include "core/creation.h"
 #include "core/ops/conv.h"
 
@@ -262,7 +264,7 @@ Tensor convolution_impl(const Tensor& input, const Tensor& weight, const Tensor&
 
 Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
                    Pair dilation, std::int64_t groups) {
-  if (ops::conv2d_uses_convolution_kernels(input.device())) {
+  if (conv2d_route(input, weight.sizes(), groups) != ConvRoute::Composite) {
     return convolution_impl(input, weight, bias, stride, padding, dilation, groups);
   }
   const Im2ColGeometry g = conv2d_geometry(input, weight, bias, stride, padding, dilation, groups);

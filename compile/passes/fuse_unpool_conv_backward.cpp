@@ -5,7 +5,7 @@
 #include "compile/passes.h"
 #include "compile/storage_uses.h"
 #include "core/backends.h"
-#include "core/cpu/cpu_kernels.h"
+#include "core/conv_route.h"
 
 namespace kiln::compiler {
 
@@ -94,7 +94,8 @@ void fuse_unpool_conv_backward(Graph& g) {
     const auto& [grad_input, grad_output_i, weight, geometry, groups] = input_call->arguments();
     const auto& [grad_weight, grad_bias, grad_output_w, input, geometry_w, groups_w] = weight_call->arguments();
     if (!is_whole(grad_output_i, d, unpooled) || !is_whole(grad_output_w, d, unpooled) || groups != groups_w ||
-        !same_geometry(geometry, geometry_w) || cpu::conv2d_is_thin(input, grad_weight, groups) ||
+        !same_geometry(geometry, geometry_w) ||
+        cpu_conv2d_route(input.dtype(), grad_weight.sizes(), groups) == ConvRoute::Thin ||
         grad_input.sizes() != input.sizes()) {
       continue;
     }

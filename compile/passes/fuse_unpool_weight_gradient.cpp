@@ -3,7 +3,7 @@
 // [A thin layer's weight gradient read through its pool].
 #include "compile/passes.h"
 #include "compile/storage_uses.h"
-#include "core/cpu/cpu_kernels.h"
+#include "core/conv_route.h"
 
 namespace kiln::compiler {
 
@@ -48,7 +48,8 @@ void fuse_unpool_weight_gradient(Graph& g) {
     const auto* call = dynamic_cast<const WeightBiasCall*>(weight.call.get());
     if (call == nullptr) continue;
     const auto& [grad_weight, grad_bias, grad_output, input, geometry, groups] = call->arguments();
-    if (!cpu::conv2d_is_thin(input, grad_weight, groups) || !covers_storage(grad_output)) continue;
+    const bool thin = cpu_conv2d_route(input.dtype(), grad_weight.sizes(), groups) == ConvRoute::Thin;
+    if (!thin || !covers_storage(grad_output)) continue;
     const StorageUses& d = uses[storage_of(grad_output)];
     if (d.pinned || d.writes.size() != 1 || d.reads.size() != 1 || d.writes.front() >= m) continue;
     const std::size_t n = d.writes.front();

@@ -13,7 +13,7 @@
 // BFloat16 (a first layer under CPU autocast) runs the same float kernels: its planes are
 // widened as they are padded, and each result is rounded once as it is stored. oneDNN's
 // BFloat16 kernel for conv1 wrote a blocked output and took a reorder each way, as in Float32.
-// Read next: core/onednn/conv.cpp (which routes thin inputs here).
+// Read next: core/conv_route.h (which convolutions are thin), core/cpu/conv_routes.cpp.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -425,12 +425,6 @@ void thin_forward(const Tensor& out, const Tensor& input, const Tensor& weight, 
 using ThinTypes = TypeList<float, Eigen::bfloat16>;
 
 }  // namespace
-
-bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t groups) {
-  const std::int64_t taps_per_output = weight.numel() / weight.sizes()[0];  // C/groups · kh · kw
-  const bool float_kernels = input.dtype() == DType::Float32 || input.dtype() == DType::BFloat16;
-  return groups == 1 && float_kernels && taps_per_output <= kThinConvolutionTaps;
-}
 
 void thin_conv2d_weight_gradient(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                                  const Im2ColGeometry& g, const Tensor& grad_bias) {

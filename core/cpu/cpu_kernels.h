@@ -37,13 +37,8 @@ KernelOf<ConvKernels::BackwardWeightBias> conv2d_backward_weight_bias_kernel;
 KernelOf<ConvKernels::BackwardWeightBiasThroughMaxPool> conv2d_backward_weight_bias_through_max_pool_kernel;
 KernelOf<ConvKernels::BackwardThroughMaxPool> conv2d_backward_through_max_pool_kernel;
 KernelOf<ConvKernels::ForwardReluMaxPool> conv2d_forward_relu_max_pool_kernel;
-/// At most this many taps per output channel (C/groups · kh · kw) make a convolution "thin" (a
-/// first layer): so little arithmetic per output that writing the output bounds it, and its
-/// forward and weight gradient are faster as Kiln's direct kernels than as a GEMM or oneDNN
-/// (core/cpu/conv_thin.cpp).
-inline constexpr std::int64_t kThinConvolutionTaps = 32;
-/// Whether a Float32 or BFloat16 convolution with groups = 1 of `input` by `weight` is thin.
-bool conv2d_is_thin(const Tensor& input, const Tensor& weight, std::int64_t groups);
+/// The thin kernels (core/cpu/conv_thin.cpp), for a convolution conv2d_route calls thin
+/// (core/conv_route.h).
 /// The forward of a thin convolution, bias (optional) included (contiguous tensors), and with
 /// `relu` relu applied to each result as it is stored.
 void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -93,5 +88,18 @@ KernelOf<RandomKernel> random_kernel;
 KernelOf<AdamKernel> adam_kernel;
 KernelOf<SgdKernel> sgd_kernel;
 KernelOf<UnscaleKernel> unscale_kernel;
+
+/// The convolution's kernels as the CPU's table holds them: each pass on its route
+/// (core/cpu/conv_routes.cpp).
+namespace routed {
+KernelOf<ConvKernels::Forward> conv2d_forward;
+KernelOf<ConvKernels::Forward> conv2d_forward_relu;
+KernelOf<ConvKernels::BackwardInput> conv2d_backward_input;
+KernelOf<ConvKernels::BackwardWeight> conv2d_backward_weight;
+KernelOf<ConvKernels::BackwardWeightBias> conv2d_backward_weight_bias;
+KernelOf<ConvKernels::ForwardReluMaxPool> conv2d_forward_relu_max_pool;
+KernelOf<ConvKernels::BackwardWeightBiasThroughMaxPool> conv2d_backward_weight_bias_through_max_pool;
+KernelOf<ConvKernels::BackwardThroughMaxPool> conv2d_backward_through_max_pool;
+}  // namespace routed
 
 }  // namespace kiln::cpu

@@ -29,9 +29,14 @@ void register_kernels(BackendKernels& t) {
   t.max_pool2d_backward = &max_pool2d_backward_kernel;
   t.max_pool2d_backward_relu = &max_pool2d_backward_relu_kernel;
   t.bmm_bias = &bmm_bias_kernel;
-  t.conv2d = {&conv2d_forward_kernel, &conv2d_backward_input_kernel, &conv2d_backward_weight_kernel,
-              &conv2d_forward_relu_kernel, &conv2d_backward_weight_bias_kernel, &conv2d_forward_relu_max_pool_kernel,
-              &conv2d_backward_weight_bias_through_max_pool_kernel, &conv2d_backward_through_max_pool_kernel};
+  t.conv2d = {&routed::conv2d_forward,
+              &routed::conv2d_backward_input,
+              &routed::conv2d_backward_weight,
+              &routed::conv2d_forward_relu,
+              &routed::conv2d_backward_weight_bias,
+              &routed::conv2d_forward_relu_max_pool,
+              &routed::conv2d_backward_weight_bias_through_max_pool,
+              &routed::conv2d_backward_through_max_pool};
   t.batch_norm = {&batch_norm_forward_kernel, &batch_norm_backward_kernel};
   t.pool2d = {&pool2d_forward_kernel, &pool2d_backward_kernel};
   t.lstm_cell = {&lstm_cell_forward_kernel, &lstm_cell_backward_kernel};

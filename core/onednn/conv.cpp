@@ -2,9 +2,9 @@
 // (ConvKernels in core/kernels.h), with stride, padding, dilation and groups. Each pass is a
 // cached primitive whose arguments are reordered in and out of the layout it prefers (Note
 // [Layouts at op boundaries]); Float32, and BFloat16 with Float32 accumulation where the CPU
-// has it. What oneDNN does not serve goes to the CPU's unfold + GEMM kernels (core/cpu/conv.cpp);
-// a thin convolution's forward and weight gradient (a first layer) to Kiln's direct kernels
-// (core/cpu/conv_thin.cpp).
+// has it. Each returns false, having run nothing, where oneDNN builds no primitive for the call:
+// the CPU's route (core/cpu/conv_routes.cpp, which decides when oneDNN runs at all) then
+// takes Kiln's unfold + GEMM kernels (core/cpu/conv.cpp).
 //   oneDNN's padding is per side: the right side is whatever makes PyTorch's output size,
 //   (out - 1)·stride + (k - 1)·dilation + 1 - in - pad, which may be smaller than the left.
 // Read next: core/onednn/register.cpp.
@@ -14,6 +14,7 @@
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/onednn/kernels.h"
+#include "core/onednn/onednn.h"
 #include "core/onednn/runtime.h"
 #include "core/ops/allocate.h"
 #include "core/shape.h"
@@ -144,18 +145,12 @@ std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef inp
 
 }  // namespace
 
-namespace {
-
-void forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
-             std::int64_t groups, bool relu) {
-  if (cpu::conv2d_is_thin(input, weight, groups)) return cpu::thin_conv2d_forward(out, input, weight, bias, g, relu);
+bool conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                    const Im2ColGeometry& g, std::int64_t groups, bool relu) {
   const Pass pass = bias.defined() ? Pass::ForwardWithBias : Pass::Forward;
   const auto p = all_fit_int32({input, weight, out}) ? prepared(pass, input.dtype(), input.sizes(), weight.sizes(), g, groups)
                                                   : nullptr;
-  if (!p) {
-    return relu ? cpu::conv2d_forward_relu_kernel(out, input, weight, bias, g, groups)
-                : cpu::conv2d_forward_kernel(out, input, weight, bias, g, groups);
-  }
+  if (!p) return false;
   if (bias.defined()) {
     p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
             {DNNL_ARG_BIAS, address_of(bias)}, {DNNL_ARG_DST, address_of(out)}});
@@ -164,59 +159,40 @@ void forward(const Tensor& out, const Tensor& input, const Tensor& weight, const
             {DNNL_ARG_DST, address_of(out)}});
   }
   if (relu) relu_in_place(out);  // not oneDNN's post-op (Note [oneDNN's relu drops NaN])
+  return true;
 }
 
-}  // namespace
-
-void conv2d_forward_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+bool conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                            const Im2ColGeometry& g, std::int64_t groups) {
-  forward(out, input, weight, bias, g, groups, /*relu=*/false);
-}
-
-void conv2d_forward_relu_kernel(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                                const Im2ColGeometry& g, std::int64_t groups) {
-  forward(out, input, weight, bias, g, groups, /*relu=*/true);
-}
-
-void conv2d_backward_input_kernel(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
-                                  const Im2ColGeometry& g, std::int64_t groups) {
   const auto p = all_fit_int32({grad_input, grad_output, weight})
                      ? prepared(Pass::BackwardData, grad_input.dtype(), grad_input.sizes(), weight.sizes(), g, groups)
                      : nullptr;
-  if (!p) return cpu::conv2d_backward_input_kernel(grad_input, grad_output, weight, g, groups);
+  if (!p) return false;
   p->run({{DNNL_ARG_DIFF_DST, address_of(grad_output)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
           {DNNL_ARG_DIFF_SRC, address_of(grad_input)}});
+  return true;
 }
 
-void conv2d_backward_weight_kernel(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
-                                   const Im2ColGeometry& g, std::int64_t groups) {
-  if (cpu::conv2d_is_thin(input, grad_weight, groups)) {
-    return cpu::thin_conv2d_weight_gradient(grad_weight, grad_output, input, g);
-  }
+bool conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
+                            const Im2ColGeometry& g, std::int64_t groups) {
   const auto p = all_fit_int32({input, grad_output, grad_weight})
                      ? prepared(Pass::BackwardWeights, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups)
                      : nullptr;
-  if (!p) return cpu::conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
+  if (!p) return false;
   p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
           {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}});
+  return true;
 }
 
-void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
-                                        const Tensor& input, const Im2ColGeometry& g, std::int64_t groups) {
-  if (cpu::conv2d_is_thin(input, grad_weight, groups)) {
-    return cpu::thin_conv2d_weight_gradient(grad_weight, grad_output, input, g, grad_bias);
-  }
+bool conv2d_backward_weight_bias(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
+                                 const Tensor& input, const Im2ColGeometry& g, std::int64_t groups) {
   const auto p = all_fit_int32({input, grad_output, grad_weight})
                      ? prepared(Pass::BackwardWeightsBias, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups)
                      : nullptr;
-  if (!p) {
-    // What the unfused pair computes on this route: the weight gradient, then Kiln's sum.
-    conv2d_backward_weight_kernel(grad_weight, grad_output, input, g, groups);
-    const ReduceKernel sum = registered_kernels(DeviceType::CPU).reduce[static_cast<std::size_t>(ReduceOp::Sum)];
-    return sum(grad_bias, grad_output, {0, 2, 3}, 1.0);
-  }
+  if (!p) return false;
   p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
           {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}});
+  return true;
 }
 
 namespace {
@@ -235,15 +211,9 @@ Tensor blocked_buffer(const ChannelBlockedLayout& layout, const Tensor& like, co
 
 }  // namespace
 
-void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
-                                         const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
-                                         const Im2ColGeometry& pool, std::int64_t groups) {
-  if (cpu::conv2d_is_thin(input, weight, groups)) {
-    if (cpu::thin_conv2d_pools_rows(pool)) {
-      return cpu::thin_conv2d_forward_relu_max_pool(values, indices, input, weight, bias, g, pool);
-    }
-    return cpu::conv2d_forward_relu_max_pool_kernel(values, indices, input, weight, bias, g, pool, groups);
-  }
+bool conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, const Tensor& input,
+                                  const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
+                                  const Im2ColGeometry& pool, std::int64_t groups) {
   // The convolution's output stays in the blocked layout its primitive writes, and the pool
   // reads it there, applying relu to each element as it reads it (Note [A convolution's blocked
   // output pooled where it lies]; Note [oneDNN's relu drops NaN]).
@@ -253,7 +223,7 @@ void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& ind
                      : nullptr;
   const std::optional<ChannelBlockedLayout> layout =
       p ? channel_blocked_layout(p->wanted(DNNL_ARG_DST), input.dtype()) : std::nullopt;
-  if (!layout) return cpu::conv2d_forward_relu_max_pool_kernel(values, indices, input, weight, bias, g, pool, groups);
+  if (!layout) return false;
   const Tensor out = blocked_buffer(*layout, input, "convolution");
   if (bias.defined()) {
     p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
@@ -264,17 +234,17 @@ void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& ind
            {DNNL_ARG_DST});
   }
   if (!values.is_meta()) cpu::max_pool2d_channel_blocked_kernel(values, indices, out, *layout, pool, /*relu=*/true);
+  return true;
 }
 
-void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Tensor& grad_weight,
-                                             const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& indices,
-                                             const Tensor& values, const Tensor& weight, const Tensor& input,
-                                             const Im2ColGeometry& g, std::int64_t groups) {
+bool conv2d_backward_through_max_pool(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                      const Tensor& grad_pooled, const Tensor& indices, const Tensor& values,
+                                      const Tensor& weight, const Tensor& input, const Im2ColGeometry& g,
+                                      std::int64_t groups) {
   // Both backward primitives read the unpooled gradient; where they want it in the same
   // blocked layout it is made there and never reordered (Note [A convolution's blocked output
   // pooled where it lies]).
-  const bool fits = !cpu::conv2d_is_thin(input, weight, groups) && all_fit_int32({input, weight, grad_pooled}) &&
-                    output_fits_int32(input, weight, g);
+  const bool fits = all_fit_int32({input, weight, grad_pooled}) && output_fits_int32(input, weight, g);
   const auto data = fits ? prepared(Pass::BackwardData, input.dtype(), input.sizes(), weight.sizes(), g, groups)
                          : nullptr;
   const auto weights =
@@ -283,10 +253,7 @@ void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Ten
       weights && data->wanted(DNNL_ARG_DIFF_DST) == weights->wanted(DNNL_ARG_DIFF_DST)
           ? channel_blocked_layout(data->wanted(DNNL_ARG_DIFF_DST), input.dtype())
           : std::nullopt;
-  if (!layout) {
-    return cpu::conv2d_backward_through_max_pool_kernel(grad_input, grad_weight, grad_bias, grad_pooled, indices,
-                                                        values, weight, input, g, groups);
-  }
+  if (!layout) return false;
   const Tensor grad_output = blocked_buffer(*layout, input, "max_pool2d_backward");
   if (!grad_output.is_meta()) {
     Im2ColGeometry pool;
@@ -302,18 +269,7 @@ void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Ten
   weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
                 {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}},
                {DNNL_ARG_DIFF_DST});
-}
-
-void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weight, const Tensor& grad_bias,
-                                                         const Tensor& grad_pooled, const Tensor& indices,
-                                                         const Tensor& values, const Tensor& input,
-                                                         const Im2ColGeometry& g, std::int64_t groups) {
-  if (cpu::conv2d_is_thin(input, grad_weight, groups)) {
-    return cpu::thin_conv2d_weight_gradient_through_max_pool(grad_weight, grad_pooled, indices, values, input, g,
-                                                             grad_bias);
-  }
-  cpu::conv2d_backward_weight_bias_through_max_pool_kernel(grad_weight, grad_bias, grad_pooled, indices, values,
-                                                           input, g, groups);
+  return true;
 }
 
 }  // namespace kiln::onednn

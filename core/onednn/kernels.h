@@ -1,6 +1,7 @@
-// core/onednn/kernels.h — the oneDNN kernels, declared for the registration list
-// (core/onednn/register.cpp). Each has the signature of the CPU kernel it stands in for, and
-// calls that kernel for what oneDNN does not serve.
+// core/onednn/kernels.h — the oneDNN kernels the registration list (core/onednn/register.cpp)
+// puts over the CPU's: the matrix products. Each has the signature of the CPU kernel it stands
+// in for, and calls that kernel for what oneDNN does not serve. The convolution's passes are
+// the CPU's route's to call (core/onednn/onednn.h).
 // Read next: core/onednn/register.cpp.
 #pragma once
 
@@ -11,13 +12,5 @@ namespace kiln::onednn {
 
 KernelOf<BmmKernel> bmm_kernel;
 KernelOf<BmmBiasKernel> bmm_bias_kernel;
-KernelOf<ConvKernels::Forward> conv2d_forward_kernel;
-KernelOf<ConvKernels::Forward> conv2d_forward_relu_kernel;
-KernelOf<ConvKernels::BackwardInput> conv2d_backward_input_kernel;
-KernelOf<ConvKernels::BackwardWeight> conv2d_backward_weight_kernel;
-KernelOf<ConvKernels::BackwardWeightBias> conv2d_backward_weight_bias_kernel;
-KernelOf<ConvKernels::BackwardWeightBiasThroughMaxPool> conv2d_backward_weight_bias_through_max_pool_kernel;
-KernelOf<ConvKernels::BackwardThroughMaxPool> conv2d_backward_through_max_pool_kernel;
-KernelOf<ConvKernels::ForwardReluMaxPool> conv2d_forward_relu_max_pool_kernel;
 
 }  // namespace kiln::onednn

@@ -25,9 +25,6 @@ namespace kiln::onednn {
 void register_kernels(BackendKernels& t) {
   t.bmm = &bmm_kernel;
   t.bmm_bias = &bmm_bias_kernel;
-  t.conv2d = {&conv2d_forward_kernel, &conv2d_backward_input_kernel, &conv2d_backward_weight_kernel,
-              &conv2d_forward_relu_kernel, &conv2d_backward_weight_bias_kernel, &conv2d_forward_relu_max_pool_kernel,
-              &conv2d_backward_weight_bias_through_max_pool_kernel, &conv2d_backward_through_max_pool_kernel};
   t.prefers_op_kernels[static_cast<std::size_t>(backends::OpFamily::Convolution)] = true;
   t.prefers_op_kernels[static_cast<std::size_t>(backends::OpFamily::MatrixProduct)] = true;
 }

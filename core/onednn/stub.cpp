@@ -1,6 +1,7 @@
 // core/onednn/stub.cpp — the CPU without oneDNN (KILN_ONEDNN=OFF, or libdnnl-dev not found):
-// the CPU table keeps its Eigen kernels and composite graphs, and the backends:: queries say
-// there is no library route.
+// the CPU table keeps its Eigen kernels and composite graphs, the backends:: queries say there
+// is no library route, and oneDNN's convolution passes run nothing (conv2d_route never picks
+// them; each says so by returning false).
 // Read next: core/onednn/onednn.h.
 #include "core/backends.h"
 #include "core/onednn/onednn.h"
@@ -8,6 +9,30 @@
 namespace kiln::onednn {
 
 void register_kernels(BackendKernels&) {}
+
+bool conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&, std::int64_t,
+                    bool) {
+  return false;
+}
+bool conv2d_backward_input(const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&, std::int64_t) {
+  return false;
+}
+bool conv2d_backward_weight(const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&, std::int64_t) {
+  return false;
+}
+bool conv2d_backward_weight_bias(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&,
+                                 std::int64_t) {
+  return false;
+}
+bool conv2d_forward_relu_max_pool(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  const Im2ColGeometry&, const Im2ColGeometry&, std::int64_t) {
+  return false;
+}
+bool conv2d_backward_through_max_pool(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                      const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&,
+                                      std::int64_t) {
+  return false;
+}
 
 }  // namespace kiln::onednn
 

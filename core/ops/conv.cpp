@@ -96,12 +96,6 @@ Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t ba
   return out;
 }
 
-bool conv2d_uses_convolution_kernels(Device device) {
-  const DeviceType type = route_device_type(device);
-  return type != DeviceType::Meta && backends::op_kernels_enabled(type, backends::OpFamily::Convolution) &&
-         kernels_for(type).conv2d.forward != nullptr;
-}
-
 void check_convolution_bias(const Tensor& weight, const Tensor& bias) {
   const std::int64_t out_channels = weight.sizes()[0];
   KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.sizes()[0] == out_channels), "Given weight of size ",

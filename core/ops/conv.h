@@ -43,9 +43,6 @@ Tensor unfold_columns(const Tensor& x, const Im2ColGeometry& g);
 /// The adjoint of unfold_columns: [C*kh*kw, N*L] -> [N, C, H, W].
 Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t batch);
 
-/// True when conv2d on `device` should call `convolution` (cuDNN) rather than unfold + GEMM
-/// (Note [Convolution as unfold + GEMM]).
-bool conv2d_uses_convolution_kernels(Device device);
 /// Checks that `bias`, when defined, is [O] for a weight [O, ...] (PyTorch's message).
 void check_convolution_bias(const Tensor& weight, const Tensor& bias);
 /// The backend's convolution kernel of input [N, C, H, W] with weight [O, C/groups, kh, kw],
