@@ -16,6 +16,7 @@ struct Im2ColGeometry {
   std::int64_t stride_h = 1, stride_w = 1;
   std::int64_t dilation_h = 1, dilation_w = 1;
   std::int64_t out_h = 0, out_w = 0;
+  bool operator==(const Im2ColGeometry&) const = default;
 };
 
 /// Where a [N, C, H, W] tensor's elements lie when its channels come in blocks of `block`

@@ -41,13 +41,6 @@ using WeightBiasCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, co
 using FusedCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                             const Tensor&, const Tensor&, const Im2ColGeometry&, std::int64_t>;
 
-bool same_geometry(const Im2ColGeometry& a, const Im2ColGeometry& b) {
-  return a.channels == b.channels && a.height == b.height && a.width == b.width && a.kernel_h == b.kernel_h &&
-         a.kernel_w == b.kernel_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.stride_h == b.stride_h &&
-         a.stride_w == b.stride_w && a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w &&
-         a.out_h == b.out_h && a.out_w == b.out_w;
-}
-
 /// Whether `t` is all of storage `d` with `like`'s sizes: the value the pool's backward wrote.
 bool is_whole(const Tensor& t, const Storage* d, const Tensor& like) {
   return storage_of(t) == d && covers_storage(t) && t.sizes() == like.sizes();
@@ -94,7 +87,7 @@ void fuse_unpool_conv_backward(Graph& g) {
     const auto& [grad_input, grad_output_i, weight, geometry, groups] = input_call->arguments();
     const auto& [grad_weight, grad_bias, grad_output_w, input, geometry_w, groups_w] = weight_call->arguments();
     if (!is_whole(grad_output_i, d, unpooled) || !is_whole(grad_output_w, d, unpooled) || groups != groups_w ||
-        !same_geometry(geometry, geometry_w) ||
+        geometry != geometry_w ||
         cpu_conv2d_route(input.dtype(), grad_weight.sizes(), groups) == ConvRoute::Thin ||
         grad_input.sizes() != input.sizes()) {
       continue;
