@@ -29,6 +29,9 @@ namespace kiln::autograd {
 //  5. Without retain_graph, a node's saved tensors are freed right after it runs.
 // With create_graph the nodes run with grad mode on, so the gradients they produce have
 // their own history (higher-order derivatives).
+// grad() makes the same walk with two differences (engine.cpp's WalkPolicy): only the nodes
+// on a path to the inputs it was asked about run, and it copies each input's gradient out as
+// the walk reaches it, stopping at leaves, so no .grad is written.
 
 /// Computes gradients of `outputs` (seeded with `grad_outputs`, or ones for scalars) and
 /// accumulates them into the leaves' `.grad`.

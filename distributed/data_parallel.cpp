@@ -1,4 +1,5 @@
-// distributed/data_parallel.cpp — DistributedDataParallel (Note [Buckets overlap backward]).
+// distributed/data_parallel.cpp — nn::DistributedDataParallel (Note [Buckets overlap
+// backward]); in kiln::nn though its file is in distributed/ (Note [DDP's name and its folder]).
 #include "distributed/data_parallel.h"
 
 #include <sstream>

@@ -4,6 +4,16 @@
 //   nn::DistributedDataParallel ddp(model);            // after init_process_group()
 //   loss = cross_entropy(ddp.forward(x), y); loss.backward(); optimizer.step();
 //
+// Note [DDP's name and its folder]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The class keeps PyTorch's home, the nn namespace (torch.nn.parallel.DistributedDataParallel
+// is an nn.Module), so code written against PyTorch reads the same here. Its file lives in
+// distributed/ because it needs a ProcessGroup: distributed/ sits above nn (a Module, its
+// parameters and their hooks) and beside the process groups, and nn/ knows nothing of
+// communication. Putting the file in nn/ would make nn call up into distributed/; renaming the
+// class to distributed::DistributedDataParallel would break the PyTorch name. So the file's
+// folder says which layer it belongs to, and the namespace says what it is.
+//
 // Note [Buckets overlap backward]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // As in PyTorch's reducer, gradients are averaged in buckets
@@ -30,6 +40,7 @@
 #include "distributed/process_group.h"
 #include "nn/module.h"
 
+// In kiln::nn, not kiln::distributed (Note [DDP's name and its folder]).
 namespace kiln::nn {
 
 struct DistributedDataParallelOptions {

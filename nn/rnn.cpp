@@ -84,13 +84,14 @@ RNNBase::RNNBase(std::string type_name, Mode mode, std::int64_t input_size, std:
       const std::string suffix = std::to_string(layer) + (direction == 1 ? "_reverse" : "");
       auto add = [&](const std::string& name, Shape sizes) {
         names_.push_back(name + suffix);
-        weights_.push_back(&register_parameter(names_.back(), empty(sizes)));
+        return &register_parameter(names_.back(), empty(sizes));
       };
-      add("weight_ih_l", {gate_size, layer_input});
-      add("weight_hh_l", {gate_size, hidden_size});
+      LayerWeights& weights = layer_weights_.emplace_back();
+      weights.weight_ih = add("weight_ih_l", {gate_size, layer_input});
+      weights.weight_hh = add("weight_hh_l", {gate_size, hidden_size});
       if (options.bias) {
-        add("bias_ih_l", {gate_size});
-        add("bias_hh_l", {gate_size});
+        weights.bias_ih = add("bias_ih_l", {gate_size});
+        weights.bias_hh = add("bias_hh_l", {gate_size});
       }
     }
   }
@@ -99,7 +100,11 @@ RNNBase::RNNBase(std::string type_name, Mode mode, std::int64_t input_size, std:
 
 void RNNBase::reset_parameters() {
   const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
-  for (Tensor* w : weights_) init::uniform_(*w, -bound, bound);
+  for (const LayerWeights& weights : layer_weights_) {
+    for (Tensor* w : {weights.weight_ih, weights.weight_hh, weights.bias_ih, weights.bias_hh}) {
+      if (w != nullptr) init::uniform_(*w, -bound, bound);
+    }
+  }
 }
 
 std::string RNNBase::extra_repr() const {
@@ -142,21 +147,23 @@ Tensor RNNBase::initial_state(const Tensor& given, const Tensor& input, bool unb
 }
 
 std::pair<Tensor, TensorList> RNNBase::run(const Tensor& input, const TensorList& initial) {
-  const std::int64_t steps = input.sizes()[0], per_direction = options.bias ? 4 : 2;
+  const std::int64_t steps = input.sizes()[0];
   Tensor x = input;
   TensorList h_n, c_n;
   for (std::int64_t layer = 0; layer < options.num_layers; ++layer) {
     TensorList outputs;
     for (std::int64_t direction = 0; direction < directions(); ++direction) {
       const std::int64_t index = layer * directions() + direction;
-      Tensor* const* w = &weights_[static_cast<std::size_t>(index * per_direction)];
-      const Tensor& w_hh = *w[1];
-      const Tensor b_ih = options.bias ? *w[2] : Tensor(), b_hh = options.bias ? *w[3] : Tensor();
+      const LayerWeights& weights = weights_of(layer, direction);
+      const Tensor& w_ih = *weights.weight_ih;
+      const Tensor& w_hh = *weights.weight_hh;
+      const Tensor b_ih = options.bias ? *weights.bias_ih : Tensor();
+      const Tensor b_hh = options.bias ? *weights.bias_hh : Tensor();
       Tensor h = initial[0].select(0, index);
       if (mode == Mode::Lstm) {
         // One matrix product for the whole sequence's input projections, both biases added
         // there; the recurrence is one op (Note [The fused LSTM layer]).
-        const Tensor projected = linear(x, *w[0], options.bias ? b_ih + b_hh : Tensor());
+        const Tensor projected = linear(x, w_ih, options.bias ? b_ih + b_hh : Tensor());
         const TensorList out = lstm_layer(projected, h, initial[1].select(0, index), w_hh, direction == 1);
         outputs.push_back(out[0]);
         h_n.push_back(out[1]);
@@ -164,7 +171,7 @@ std::pair<Tensor, TensorList> RNNBase::run(const Tensor& input, const TensorList
         continue;
       }
       // One matrix product for the whole sequence's input projections.
-      const Tensor projected = linear(x, *w[0], b_ih);
+      const Tensor projected = linear(x, w_ih, b_ih);
       TensorList out(static_cast<std::size_t>(steps));
       for (std::int64_t s = 0; s < steps; ++s) {
         const std::int64_t t = direction == 0 ? s : steps - 1 - s;

@@ -79,8 +79,21 @@ class RNNBase : public Module {
   }
 
  private:
+  /// One layer's parameters in one direction, as registered ("weight_ih_l0", "weight_hh_l0",
+  /// "bias_ih_l0", "bias_hh_l0"); the biases are null without options.bias.
+  struct LayerWeights {
+    Tensor* weight_ih = nullptr;
+    Tensor* weight_hh = nullptr;
+    Tensor* bias_ih = nullptr;
+    Tensor* bias_hh = nullptr;
+  };
+  /// The weights of `layer` in `direction` (1 is the reverse direction).
+  const LayerWeights& weights_of(std::int64_t layer, std::int64_t direction) const {
+    return layer_weights_[static_cast<std::size_t>(layer * directions() + direction)];
+  }
+
   std::vector<std::string> names_;
-  std::vector<Tensor*> weights_;  // 4 (or 2 without bias) per layer and direction
+  std::vector<LayerWeights> layer_weights_;  // layer by layer, forward direction first
 };
 
 /// Elman RNN: output [seq, batch, D*hidden] and h_n [layers*D, batch, hidden].

@@ -1,7 +1,8 @@
 // examples/support/training.h — what the training programs share: command-line flags, a
-// progress line, evaluation, a CSV log, and the epoch loop. Header-only: each example is one
-// program, and this is the part they have in common.
-// Read next: examples/train_mlp.cpp.
+// progress line, evaluation, a CSV log, checkpoints, TrainingRun (everything around a
+// training loop) and train() (the loop itself, for the programs that do not write their own).
+// Header-only: each example is one program, and this is the part they have in common.
+// Read next: examples/train_mlp.cpp (the loop written out over a TrainingRun).
 #pragma once
 
 #include <unistd.h>
@@ -254,6 +255,11 @@ struct LoopPosition {
   std::vector<double> train_losses;
   double test_accuracy = 0.0;
 
+  /// The start of the following epoch: its own sums at zero, the run's totals kept.
+  LoopPosition next_epoch() const {
+    return {.epoch = epoch + 1, .step = step, .train_losses = train_losses, .test_accuracy = test_accuracy};
+  }
+
   /// As exact text ("%.17g" round-trips a double), so a resumed run's sums are bit-identical.
   std::map<std::string, std::string> values() const {
     std::map<std::string, std::string> v;
@@ -473,100 +479,187 @@ inline void export_prediction_path(nn::Module& model, const std::function<Tensor
               report.nodes, report.initializers, report.bytes, seconds);
 }
 
+/// What goes around a training loop, set up from the flags in this order: the checkpoint
+/// folder (refused before any work when it holds another run's), the training set cut to
+/// --limit, the batch size (--batch-size auto, --plan), the loaders, the model on its device,
+/// the optimizer with its cosine schedule and a GradScaler, the CPU threads, the position a
+/// --resume continues from, and the CSV log. A program writes its loop over these
+/// (examples/train_mlp.cpp does, in full); train() below is that loop with the tests' hooks.
+class TrainingRun {
+ public:
+  TrainingRun(nn::Module& model, std::shared_ptr<data::Dataset> train_set, std::shared_ptr<data::Dataset> test_set,
+              const TrainConfig& c, std::function<Tensor(const Tensor&)> input)
+      : config(c), model(model), input(std::move(input)), train_set(std::move(train_set)),
+        scaler({.enabled = c.mixed_precision}) {
+    checkpoints_ = open_checkpoint_dir(c);
+    if (c.limit > 0 && static_cast<std::size_t>(c.limit) < this->train_set->size()) {
+      std::vector<std::size_t> first(static_cast<std::size_t>(c.limit));
+      for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;
+      this->train_set = std::make_shared<data::Subset>(this->train_set, first);
+    }
+    batch_size = c.batch_size;
+    if (batch_size == 0 || c.plan) {
+      if (plan_memory(model, *this->train_set, c, this->input, batch_size)) {
+        planned_only_ = true;
+        return;
+      }
+    }
+    train_loader.emplace(this->train_set,
+                         data::DataLoaderOptions{.batch_size = static_cast<std::size_t>(batch_size), .shuffle = true,
+                                                 .seed = c.seed, .num_workers = c.workers,
+                                                 .pin_memory = c.device.is_cuda()});
+    test_loader.emplace(std::move(test_set), data::DataLoaderOptions{.batch_size = 1000, .num_workers = c.workers});
+    model.to(c.device);
+    optimizer = make_optimizer(c, model.parameters());
+    schedule.emplace(*optimizer, c.epochs);
+
+    // Bit-identical resumption needs the same thread count before and after the kill: oneDNN's
+    // last bits depend on it, and the adaptive count backs off when the machine is busy.
+    if (c.threads > 0) {
+      set_num_threads(c.threads);
+    } else if (checkpoints_) {
+      set_num_threads(get_num_threads());
+      std::printf("checkpointing: CPU threads fixed at %d, so a resumed run computes the same bits (--threads to "
+                  "choose)\n", get_num_threads());
+    }
+    state_ = {.model = &model, .optimizer = optimizer.get(), .scheduler = &*schedule, .scaler = &scaler,
+              .loader = &*train_loader};
+    bool resumed = false;
+    if (c.resume) {
+      if (const auto found = checkpoints_->latest()) {
+        check_same_run(c, found->contents.values, found->path);
+        checkpoint::restore(state_, found->contents.tensors);
+        at = LoopPosition::from(found->contents.values);
+        resumed = true;
+        std::printf("resumed from %s: epoch %lld%s, step %lld\n", found->path.c_str(), static_cast<long long>(at.epoch),
+                    at.epoch_done ? " done" : "", static_cast<long long>(at.step));
+        if (at.epoch_done) at = at.next_epoch();
+      } else {
+        std::printf("no valid checkpoint in %s: starting fresh\n", c.checkpoint_dir.c_str());
+      }
+    }
+    if (!c.log.empty()) log_ = open_log(c.log, resumed, at.train_losses.size());
+    std::printf("%s\n%lld parameters, %zu training samples, batch %lld, %s lr %g, %lld epochs on %s\n",
+                model.repr().c_str(), static_cast<long long>(model.num_parameters()), this->train_set->size(),
+                static_cast<long long>(batch_size), c.optimizer.c_str(), c.lr, static_cast<long long>(c.epochs),
+                c.device.str().c_str());
+  }
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  /// --plan printed a training step's memory plan: there is nothing to train.
+  bool planned_only() const { return planned_only_; }
+
+  /// Whether the epoch in progress has batches left: a run resumed from a checkpoint taken
+  /// after an epoch's last step has them behind it, and the loader would start the next
+  /// epoch's.
+  bool batches_left() const { return at.steps < static_cast<std::int64_t>(train_loader->size()); }
+
+  /// After each training step, once `at` counts it: a checkpoint every --checkpoint-every steps.
+  void after_step() {
+    if (checkpoints_ && config.checkpoint_every > 0 && at.step % config.checkpoint_every == 0) save_checkpoint();
+    if (config.after_step) config.after_step(at.step);
+  }
+
+  /// After an epoch's evaluation: prints the epoch's line and appends it to the log, and
+  /// checkpoints at each epoch's end (without --checkpoint-every) and at the end
+  /// of training, so that the folder's newest checkpoint is the finished run (a step-interval
+  /// checkpoint of this same step is replaced: same name, epoch now done).
+  void end_epoch(double train_loss, double test_loss, double accuracy, double seconds, double samples) {
+    train_seconds_ += seconds;
+    samples_seen_ += static_cast<std::size_t>(samples);
+    ++epochs_run_;
+    std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.2fs (%.0f samples/s)",
+                static_cast<long long>(at.epoch), train_loss, test_loss, 100 * accuracy, seconds, samples / seconds);
+    if (config.mixed_precision) std::printf(", loss scale %g", scaler.get_scale());
+    std::printf("\n");
+    if (log_.is_open()) {
+      log_ << at.epoch << "," << train_loss << "," << test_loss << "," << accuracy << "," << seconds << ","
+           << samples / seconds << "\n" << std::flush;
+    }
+    at.test_accuracy = accuracy;
+    at.train_losses.push_back(train_loss);
+    at.epoch_done = true;
+    if (checkpoints_ && (config.checkpoint_every == 0 || at.epoch == config.epochs)) save_checkpoint();
+    if (config.after_epoch) config.after_epoch(at.epoch);
+  }
+
+  /// After the last epoch: --checkpoint's weights, --export-onnx's model and the final line.
+  TrainResult finish() const {
+    TrainResult result;
+    result.test_accuracy = at.test_accuracy;
+    result.train_losses = at.train_losses;
+    result.seconds_per_epoch = epochs_run_ > 0 ? train_seconds_ / static_cast<double>(epochs_run_) : 0.0;
+    result.samples_per_second = train_seconds_ > 0 ? static_cast<double>(samples_seen_) / train_seconds_ : 0.0;
+    if (!config.checkpoint.empty()) {
+      save(config.checkpoint, model.state_dict(), {{"format", "pt"}, {"model", model.type_name()}});
+      std::printf("checkpoint written to %s\n", config.checkpoint.c_str());
+    }
+    if (!config.export_onnx.empty()) export_prediction_path(model, input, config.export_onnx);
+    std::printf("final test accuracy %.2f%% (%.2fs per epoch)\n", 100 * result.test_accuracy,
+                result.seconds_per_epoch);
+    return result;
+  }
+
+  const TrainConfig& config;
+  nn::Module& model;
+  const std::function<Tensor(const Tensor&)> input;  // a batch of images as the model takes it
+  std::shared_ptr<data::Dataset> train_set;          // cut to --limit
+  std::int64_t batch_size = 0;                       // --batch-size, or the planned one
+  std::optional<data::DataLoader> train_loader, test_loader;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::optional<optim::CosineAnnealingLR> schedule;
+  amp::GradScaler scaler;  // disabled (a pass-through) unless mixed precision is on
+  LoopPosition at;         // where the loop is; a resumed run starts where its checkpoint left off
+
+ private:
+  void save_checkpoint() {
+    state_.values = at.values();
+    for (const auto& [flag, value] : run_flags(config)) state_.values["run." + flag] = value;
+    checkpoints_->save(at.step, state_);
+  }
+
+  std::optional<checkpoint::CheckpointDir> checkpoints_;
+  checkpoint::TrainingState state_;
+  std::ofstream log_;
+  bool planned_only_ = false;
+  double train_seconds_ = 0.0;
+  std::size_t samples_seen_ = 0;
+  std::int64_t epochs_run_ = 0;
+};
+
 /// Trains `model` with cross-entropy and a cosine schedule, evaluating on `test_set` after
 /// every epoch. Examples are (image batch, class index); `input` turns a batch of images into
 /// what the model takes. With c.checkpoint_dir it writes training checkpoints, and with
-/// c.resume it first continues from the newest valid one (Note [Exact resumption]).
+/// c.resume it first continues from the newest valid one (Note [Exact resumption]). The same
+/// loop as examples/train_mlp.cpp's, with autocast and a GradScaler for mixed precision.
 inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train_set,
                          std::shared_ptr<data::Dataset> test_set, const TrainConfig& c,
                          const std::function<Tensor(const Tensor&)>& input) {
-  std::optional<checkpoint::CheckpointDir> checkpoints = open_checkpoint_dir(c);
-  std::shared_ptr<data::Dataset> train = train_set;
-  if (c.limit > 0 && static_cast<std::size_t>(c.limit) < train_set->size()) {
-    std::vector<std::size_t> first(static_cast<std::size_t>(c.limit));
-    for (std::size_t i = 0; i < first.size(); ++i) first[i] = i;
-    train = std::make_shared<data::Subset>(train_set, first);
-  }
-  std::int64_t batch_size = c.batch_size;
-  if (batch_size == 0 || c.plan) {
-    if (const auto planned = plan_memory(model, *train, c, input, batch_size); planned) return *planned;
-  }
-  data::DataLoader train_loader(train, {.batch_size = static_cast<std::size_t>(batch_size), .shuffle = true,
-                                        .seed = c.seed, .num_workers = c.workers, .pin_memory = c.device.is_cuda()});
-  data::DataLoader test_loader(test_set, {.batch_size = 1000, .num_workers = c.workers});
-  model.to(c.device);
-  auto opt = make_optimizer(c, model.parameters());
-  optim::CosineAnnealingLR schedule(*opt, c.epochs);
-  // Disabled (a pass-through) unless mixed precision is on; see examples/amp_train.cpp.
-  amp::GradScaler scaler({.enabled = c.mixed_precision});
-
-  // Bit-identical resumption needs the same thread count before and after the kill: oneDNN's
-  // last bits depend on it, and the adaptive count backs off when the machine is busy.
-  if (c.threads > 0) {
-    set_num_threads(c.threads);
-  } else if (checkpoints) {
-    set_num_threads(get_num_threads());
-    std::printf("checkpointing: CPU threads fixed at %d, so a resumed run computes the same bits (--threads to "
-                "choose)\n", get_num_threads());
-  }
-  checkpoint::TrainingState state{.model = &model, .optimizer = opt.get(), .scheduler = &schedule,
-                                  .scaler = &scaler, .loader = &train_loader};
-  LoopPosition at;
-  bool resumed = false;
-  if (c.resume) {
-    if (const auto found = checkpoints->latest()) {
-      check_same_run(c, found->contents.values, found->path);
-      checkpoint::restore(state, found->contents.tensors);
-      at = LoopPosition::from(found->contents.values);
-      resumed = true;
-      std::printf("resumed from %s: epoch %lld%s, step %lld\n", found->path.c_str(), static_cast<long long>(at.epoch),
-                  at.epoch_done ? " done" : "", static_cast<long long>(at.step));
-      if (at.epoch_done) at = {.epoch = at.epoch + 1, .step = at.step, .train_losses = at.train_losses,
-                               .test_accuracy = at.test_accuracy};
-    } else {
-      std::printf("no valid checkpoint in %s: starting fresh\n", c.checkpoint_dir.c_str());
-    }
-  }
-  auto save_checkpoint = [&] {
-    state.values = at.values();
-    for (const auto& [flag, value] : run_flags(c)) state.values["run." + flag] = value;
-    checkpoints->save(at.step, state);
-  };
-
-  std::ofstream log;
-  if (!c.log.empty()) log = open_log(c.log, resumed, at.train_losses.size());
-  std::printf("%s\n%lld parameters, %zu training samples, batch %lld, %s lr %g, %lld epochs on %s\n",
-              model.repr().c_str(), static_cast<long long>(model.num_parameters()), train->size(),
-              static_cast<long long>(batch_size), c.optimizer.c_str(), c.lr, static_cast<long long>(c.epochs),
-              c.device.str().c_str());
+  TrainingRun run(model, std::move(train_set), std::move(test_set), c, input);
+  if (run.planned_only()) return TrainResult{};
+  LoopPosition& at = run.at;
   // One training step; with --compile it is captured once and replayed (compile/compile.h).
   auto step = [&](const Tensor& images, const Tensor& y) {
     const Tensor x = input(images);
-    opt->zero_grad();
+    run.optimizer->zero_grad();
     Tensor loss;
     {
       amp::autocast region(c.device.type(), c.mixed_precision);
       loss = cross_entropy(model.forward(x), y);
     }
-    scaler.scale(loss).backward();
-    scaler.step(*opt);
-    scaler.update();
+    run.scaler.scale(loss).backward();
+    run.scaler.step(*run.optimizer);
+    run.scaler.update();
     return loss;
   };
   auto compiled_step = kiln::compile(step);
   StepProfiler profile(c.profile_dir);
-  TrainResult result;
-  double train_seconds = 0.0;
-  std::size_t samples_seen = 0;
-  std::int64_t epochs_run = 0;
-  for (; at.epoch <= c.epochs; at = {.epoch = at.epoch + 1, .step = at.step, .train_losses = at.train_losses,
-                                     .test_accuracy = at.test_accuracy}) {
-    Progress progress("epoch " + std::to_string(at.epoch) + (c.compile ? " (compiled)" : ""), train_loader.size());
-    // A run resumed from a checkpoint taken after an epoch's last step has that epoch's
-    // batches behind it already: the loader would start the next epoch's.
-    const bool batches_left = at.steps < static_cast<std::int64_t>(train_loader.size());
+  for (; at.epoch <= c.epochs; at = at.next_epoch()) {
+    Progress progress("epoch " + std::to_string(at.epoch) + (c.compile ? " (compiled)" : ""), run.train_loader->size());
     const std::int64_t samples_before = at.samples;
-    for (auto it = batches_left ? train_loader.begin() : train_loader.end(); it != train_loader.end(); ++it) {
+    data::DataLoader& loader = *run.train_loader;
+    for (auto it = run.batches_left() ? loader.begin() : loader.end(); it != loader.end(); ++it) {
       const data::Example& batch = *it;
       const Tensor images = batch.data.to(c.device, true);
       const Tensor y = batch.target.to(c.device, true);
@@ -578,48 +671,18 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
       at.samples += y.numel();
       progress.update(static_cast<std::size_t>(at.steps), at.loss_sum / static_cast<double>(at.steps),
                       static_cast<std::size_t>(at.samples - samples_before));
-      if (checkpoints && c.checkpoint_every > 0 && at.step % c.checkpoint_every == 0) save_checkpoint();
-      if (c.after_step) c.after_step(at.step);
+      run.after_step();
     }
     progress.finish();
-    const double seconds = progress.seconds();
-    const double samples = static_cast<double>(at.samples - samples_before);
-    schedule.step();
-    train_seconds += seconds;
-    samples_seen += static_cast<std::size_t>(samples);
-    ++epochs_run;
+    const double seconds = progress.seconds();  // the epoch's training, not its evaluation
+    run.schedule->step();
     const double train_loss = at.loss_sum / static_cast<double>(std::max<std::int64_t>(at.steps, 1));
-    const auto [accuracy, test_loss] = evaluate(model, test_loader, c.device, input, c.mixed_precision);
-    std::printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.2fs (%.0f samples/s)",
-                static_cast<long long>(at.epoch), train_loss, test_loss, 100 * accuracy, seconds, samples / seconds);
-    if (c.mixed_precision) std::printf(", loss scale %g", scaler.get_scale());
-    std::printf("\n");
-    if (log.is_open()) {
-      log << at.epoch << "," << train_loss << "," << test_loss << "," << accuracy << "," << seconds << ","
-          << samples / seconds << "\n" << std::flush;
-    }
-    at.test_accuracy = accuracy;
-    at.train_losses.push_back(train_loss);
-    at.epoch_done = true;
-    // Each epoch's end when no step interval is set; and always the very end of training, so
-    // the folder's newest checkpoint is the finished run.
-    // (A step-interval checkpoint of this same step is replaced: same name, epoch now done.)
-    if (checkpoints && (c.checkpoint_every == 0 || at.epoch == c.epochs)) save_checkpoint();
-    if (c.after_epoch) c.after_epoch(at.epoch);
+    const auto [accuracy, test_loss] = evaluate(model, *run.test_loader, c.device, input, c.mixed_precision);
+    run.end_epoch(train_loss, test_loss, accuracy, seconds, static_cast<double>(at.samples - samples_before));
   }
   if (c.compile) report_compiled(compiled_step);
   profile.finish();
-  result.test_accuracy = at.test_accuracy;
-  result.train_losses = at.train_losses;
-  result.seconds_per_epoch = epochs_run > 0 ? train_seconds / static_cast<double>(epochs_run) : 0.0;
-  result.samples_per_second = train_seconds > 0 ? static_cast<double>(samples_seen) / train_seconds : 0.0;
-  if (!c.checkpoint.empty()) {
-    save(c.checkpoint, model.state_dict(), {{"format", "pt"}, {"model", model.type_name()}});
-    std::printf("checkpoint written to %s\n", c.checkpoint.c_str());
-  }
-  if (!c.export_onnx.empty()) export_prediction_path(model, input, c.export_onnx);
-  std::printf("final test accuracy %.2f%% (%.2fs per epoch)\n", 100 * result.test_accuracy, result.seconds_per_epoch);
-  return result;
+  return run.finish();
 }
 
 /// train() on Fashion-MNIST, read from c.data_root. `input` reshapes a batch of
