@@ -7,6 +7,7 @@
 // statistics from the input so that their dependence on it is part of the graph.
 // Read next: core/ops/batch_norm.h.
 #include "autograd/function.h"
+#include "autograd/functions/batch_norm.h"
 #include "autograd/functions/nn.h"
 #include "core/creation.h"
 #include "core/grad_mode.h"

@@ -9,7 +9,7 @@
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/float_math.h"
-#include "autograd/functions/nn.h"
+#include "autograd/functions/layer_norm.h"
 #include "core/grad_mode.h"
 #include "core/ops/layer_norm.h"
 
