@@ -68,7 +68,10 @@ std::vector<std::string> symbolize_frames(std::span<void* const> frames) {
   return names;
 }
 
-bool is_kiln_frame(std::string_view frame) { return qualified_name(frame).starts_with("kiln::"); }
+bool is_kiln_frame(std::string_view frame) {
+  const std::string_view name = qualified_name(frame);
+  return name.starts_with("kiln::") && !name.starts_with("kiln::examples::");
+}
 
 bool is_unnamed_frame(std::string_view frame) { return frame.find("(+0x") != std::string_view::npos; }
 

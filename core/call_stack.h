@@ -29,7 +29,8 @@ int capture_call_stack(std::span<void*> frames);
 std::vector<std::string> symbolize_frames(std::span<void* const> frames);
 
 /// Whether a frame, as symbolize_frames names it, is a function of namespace kiln (Kiln's own
-/// code, which a profile's stacks leave out, as PyTorch's leave out its C++ internals). A
+/// code, which a profile's stacks leave out, as PyTorch's leave out its C++ internals). The
+/// example programs' kiln::examples is a user's code to a profile: their training loops show. A
 /// function template's name begins with its return type ("kiln::Tensor f<float>(...)"): that
 /// part is skipped, so only where the function itself lives counts.
 bool is_kiln_frame(std::string_view frame);

@@ -118,8 +118,7 @@ int train_ddp(DdpFlags& flags) {
   }
   // --profile: every rank profiles the same steps into DIR/trace.rank<r>.json and
   // DIR/step.rank<r>.html; rank 0 prints its table.
-  StepProfiler profile(c.profile_dir, "trace.rank" + std::to_string(rank) + ".json",
-                       "step.rank" + std::to_string(rank) + ".html", rank == 0);
+  StepProfiler profile(c.profile_dir, c.profile_with_stack, ".rank" + std::to_string(rank), rank == 0);
   double accuracy = 0.0;
   for (std::int64_t epoch = 1; epoch <= c.epochs; ++epoch) {
     Progress progress("epoch " + std::to_string(epoch), loader.size());

@@ -46,7 +46,7 @@ int train_mlp(int argc, char** argv) {
     return loss;
   };
   auto compiled_step = kiln::compile(step);
-  StepProfiler profile(c.profile_dir);  // --profile DIR: steps 3-5
+  StepProfiler profile(c.profile_dir, c.profile_with_stack);  // --profile DIR: steps 3-5
 
   for (; at.epoch <= c.epochs; at = at.next_epoch()) {
     Progress progress("epoch " + std::to_string(at.epoch) + (c.compile ? " (compiled)" : ""), train_loader.size());

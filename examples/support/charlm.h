@@ -308,6 +308,7 @@ struct CharLmConfig {
   bool compile = false;    // capture the training step once and replay it (kiln::compile)
   bool checkpoint_activations = false;  // recompute each Transformer layer in backward
   std::string profile_dir;  // --profile: steps 3-5 into this folder (examples/support/step_profiler.h; "" = none)
+  bool profile_with_stack = false;  // --profile-with-stack: each op's call stack too
 };
 
 struct CharLmResult {
@@ -503,7 +504,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
   auto compiled_step = kiln::compile(
       [&](const Tensor& x, const Tensor& y) { return train_step(*model, optimizer, x, y, c.clip); });
   Progress progress(c.compile ? "train (compiled)" : "train", static_cast<std::size_t>(c.eval_every));
-  StepProfiler profile(c.profile_dir);
+  StepProfiler profile(c.profile_dir, c.profile_with_stack);
   while ((c.max_steps == 0 || step < c.max_steps) && (c.seconds <= 0 || elapsed() < c.seconds)) {
     // Warm-up, then a cosine from the peak to a tenth of it over the budget (time or steps).
     const double done = c.max_steps > 0 ? static_cast<double>(step) / static_cast<double>(c.max_steps)

@@ -1,6 +1,7 @@
-// examples/support/step_profiler.h — every program's --profile DIR: a profiler::Profile on
-// PyTorch's usual schedule (one step waited, one warm-up step, three recorded), its trace and
-// page of one step written to DIR when the three are done, its table printed. A training loop
+// examples/support/step_profiler.h — every program's --profile DIR (and --profile-with-stack):
+// a profiler::Profile on PyTorch's usual schedule (one step waited, one warm-up step, three
+// recorded), its trace and page of one step written to DIR when the three are done, its table
+// printed. A training loop
 // calls step() after each step and finish() at its end; without a folder both do nothing.
 // Read next: profiler/schedule.h, examples/support/training.h.
 #pragma once
@@ -20,17 +21,21 @@ inline constexpr profiler::Schedule kProfileSchedule{.wait = 1, .warmup = 1, .ac
 
 class StepProfiler {
  public:
-  /// Profiles into `dir` ("" = not at all), writing `trace_file` and `html_file` there; the
+  /// Profiles into `dir` ("" = not at all), writing trace<suffix>.json and step<suffix>.html
+  /// there, and with `with_stack` each op's call stack too (--profile-with-stack: the table gains
+  /// PyTorch's "Source Location" column and stacks<suffix>.txt holds them for flamegraph.pl). The
   /// table is printed when `print_table` (under DDP only rank 0 prints).
-  explicit StepProfiler(const std::string& dir, std::string trace_file = "trace.json",
-                        std::string html_file = "step.html", bool print_table = true) {
+  explicit StepProfiler(const std::string& dir, bool with_stack = false, const std::string& suffix = "",
+                        bool print_table = true) {
     if (dir.empty()) return;
     prof_.emplace(profiler::ProfileOptions{
         .record_shapes = true,
         .profile_memory = true,
+        .with_stack = with_stack,
         .schedule = kProfileSchedule,
-        .on_trace_ready = [dir, trace_file = std::move(trace_file), html_file = std::move(html_file),
-                           print_table](profiler::Profile& p) { report(p, dir, trace_file, html_file, print_table); }});
+        .on_trace_ready = [dir, with_stack, suffix, print_table](profiler::Profile& p) {
+          report(p, dir, with_stack, suffix, print_table);
+        }});
   }
   /// After each training step, outside the step's own code.
   void step() {
@@ -42,20 +47,29 @@ class StepProfiler {
   }
 
  private:
-  static void report(const profiler::Profile& prof, const std::string& dir, const std::string& trace_file,
-                     const std::string& html_file, bool print_table) {
+  static void report(const profiler::Profile& prof, const std::string& dir, bool with_stack, const std::string& suffix,
+                     bool print_table) {
     std::filesystem::create_directories(dir);
-    const std::string trace = (std::filesystem::path(dir) / trace_file).string();
-    const std::string html = (std::filesystem::path(dir) / html_file).string();
+    const auto path = [&](const char* stem, const char* extension) {
+      return (std::filesystem::path(dir) / (stem + suffix + extension)).string();
+    };
+    const std::string trace = path("trace", ".json"), html = path("step", ".html"), stacks = path("stacks", ".txt");
     prof.export_chrome_trace(trace);
     prof.export_html(html);
+    if (with_stack) prof.export_stacks(stacks, "self_cpu_time_total");
     if (!print_table) return;
+    // With stacks, PyTorch's idiom: the table grouped by where each op was called from.
+    const profiler::EventList averages = with_stack ? prof.key_averages(false, kStackFramesShown) : prof.key_averages();
     std::printf("\nprofile (after %lld warm-up steps):\n%s",
                 static_cast<long long>(kProfileSchedule.wait + kProfileSchedule.warmup),
-                prof.key_averages().table({.sort_by = "self_cpu_time_total", .row_limit = 20}).c_str());
+                averages.table({.sort_by = "self_cpu_time_total", .row_limit = 20}).c_str());
     std::printf("trace written to %s (open in https://ui.perfetto.dev or chrome://tracing), one step drawn in %s\n",
                 trace.c_str(), html.c_str());
+    if (with_stack) std::printf("call stacks written to %s (flamegraph.pl or speedscope draw them)\n", stacks.c_str());
   }
+
+  /// Frames of each op's stack the table groups by (PyTorch's group_by_stack_n).
+  static constexpr int kStackFramesShown = 3;
 
   std::optional<profiler::Profile> prof_;
 };

@@ -122,6 +122,7 @@ struct TrainConfig {
   bool compile = false;                  // capture the step once and replay it (kiln::compile)
   int threads = 0;                       // CPU threads (0: adaptive, fixed when checkpointing)
   std::string profile_dir;               // profile a few steps after warm-up into this folder ("" = none)
+  bool profile_with_stack = false;       // --profile-with-stack: each op's call stack too
   // Where tests kill a run: after each step (the global step count), after each epoch's end
   // (its checkpoint written), and inside a checkpoint write (CheckpointDirOptions).
   std::function<void(std::int64_t step)> after_step{};
@@ -211,6 +212,8 @@ inline void add_training_flags(Flags& f, TrainConfig& c, TrainingFlags which = {
     f.add("--profile", c.profile_dir,
           "profile steps 3-5 (after 2 warm-up steps): print the op table, write DIR/trace.json (open in Perfetto) and DIR/step.html (one step drawn)")
         ->check(writable_folder());
+    f.add_switch("--profile-with-stack", c.profile_with_stack,
+                 "with --profile: record each op's call stack (the table's Source Location, DIR/stacks.txt for flamegraph.pl)");
   }
   f.add("--threads", c.threads,
         "CPU threads (0 = all cores, backing off when the machine is busy; fixed when checkpointing)")
@@ -654,7 +657,7 @@ inline TrainResult train(nn::Module& model, std::shared_ptr<data::Dataset> train
     return loss;
   };
   auto compiled_step = kiln::compile(step);
-  StepProfiler profile(c.profile_dir);
+  StepProfiler profile(c.profile_dir, c.profile_with_stack);
   for (; at.epoch <= c.epochs; at = at.next_epoch()) {
     Progress progress("epoch " + std::to_string(at.epoch) + (c.compile ? " (compiled)" : ""), run.train_loader->size());
     const std::int64_t samples_before = at.samples;

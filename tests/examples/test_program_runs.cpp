@@ -8,9 +8,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/call_stack.h"
 #include "kiln.h"
 #include "program_runner.h"
 #include "support/fashion_files.h"
@@ -160,6 +163,30 @@ TEST_F(ProgramRuns, ProfileWritesATraceAndPrintsTheTable) {
   }
   EXPECT_EQ(profiled_steps(dir / "trace.json"), 3);
   EXPECT_TRUE(fs::exists(dir / "step.html"));
+}
+
+// --profile-with-stack: the table groups ops by where they were called (PyTorch's Source
+// Location), and DIR/stacks.txt holds one collapsed stack per op, outermost first, the
+// program's own frames (its main, its loop) kept and Kiln's left out.
+TEST_F(ProgramRuns, ProfileWithStackWritesTheOpsCallStacks) {
+  const fs::path dir = root_ / "profile_stacks";
+  const ProgramRun r = train_mlp({"--profile", dir.string(), "--profile-with-stack"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  for (const char* text : {"Source Location", "stacks.txt"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+  std::ifstream in(dir / "stacks.txt");
+  ASSERT_TRUE(in) << "no stacks.txt";
+  const std::regex collapsed(R"(^.+ [0-9]+$)");  // frame;frame;...;frame microseconds
+  int lines = 0, through_main = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    EXPECT_TRUE(std::regex_match(line, collapsed)) << line;
+    std::istringstream frames(line.substr(0, line.rfind(' ')));
+    for (std::string frame; std::getline(frames, frame, ';');) EXPECT_FALSE(is_kiln_frame(frame)) << line;
+    if (line.starts_with("main;") || line.find(";main;") != std::string::npos) ++through_main;
+  }
+  EXPECT_GT(lines, 5);
+  EXPECT_GT(through_main, 0) << "no stack goes through the program's main";
 }
 
 // train_charlm's loop is its own: the same three steps, with the Transformer's ops in the table.
