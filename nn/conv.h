@@ -1,7 +1,7 @@
 // nn/conv.h — Conv2d over [N, C, H, W], weight [out, in/groups, kh, kw], PyTorch's default
 // initialisation (kaiming_uniform_ with a = sqrt(5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
 // The kernels a convolution runs (cuDNN, Kiln's thin kernels, oneDNN, unfold + GEMM) are
-// conv2d_route's to choose (core/conv_route.h).
+// routes::conv2d's to choose (core/routes.h).
 // Read next: nn/layers.h (pooling, dropout and the other layers without weights of their own).
 #pragma once
 

@@ -5,14 +5,14 @@
 // differentiable to any order. On the op-kernel route (core/backends.h: cuDNN on CUDA; on the
 // CPU Kiln's thin kernels, oneDNN or the reference kernels), conv2d and the pools are instead
 // one op per direction: ConvolutionFn with its two adjoint ops, and Pool2dFn. Which one a
-// convolution takes is conv2d_route's (core/conv_route.h).
+// convolution or pool takes is routes::conv2d's and routes::pool2d's (core/routes.h).
 // Read next: nn/ (the modules that call these).
 #include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/functions/conv.h"
 #include "autograd/functions/linalg.h"
-#include "core/conv_route.h"
+#include "core/routes.h"
 #include "core/creation.h"
 #include "core/ops/conv.h"
 
@@ -264,7 +264,7 @@ Tensor convolution_impl(const Tensor& input, const Tensor& weight, const Tensor&
 
 Tensor conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding,
                    Pair dilation, std::int64_t groups) {
-  if (conv2d_route(input, weight.sizes(), groups) != ConvRoute::Composite) {
+  if (routes::conv2d(input, weight.sizes(), groups) != routes::Route::Composite) {
     return convolution_impl(input, weight, bias, stride, padding, dilation, groups);
   }
   const Im2ColGeometry g = conv2d_geometry(input, weight, bias, stride, padding, dilation, groups);
@@ -372,7 +372,7 @@ Tensor max_pool2d(const Tensor& input, Pair kernel_size, OptionalPair stride, Pa
   }
   const Im2ColGeometry g = ops::im2col_geometry(input.sizes(), kernel_size, dilation, padding,
                                                 stride.value_or(kernel_size));
-  if (ops::pool2d_uses_kernels(input.device(), g)) return Pool2dFn<true>::apply(input, g, PoolMode::Max);
+  if (routes::pool2d(input, g) != routes::Route::Composite) return Pool2dFn<true>::apply(input, g, PoolMode::Max);
   return max_pool2d_composite(input, g);
 }
 
@@ -385,7 +385,7 @@ Tensor avg_pool2d(const Tensor& input, Pair kernel_size, OptionalPair stride, Pa
   const PoolMode mode = count_include_pad || (padding[0] == 0 && padding[1] == 0)
                             ? PoolMode::AverageCountingPadding
                             : PoolMode::AverageSkippingPadding;
-  if (ops::pool2d_uses_kernels(input.device(), g)) return Pool2dFn<false>::apply(input, g, mode);
+  if (routes::pool2d(input, g) != routes::Route::Composite) return Pool2dFn<false>::apply(input, g, mode);
   return avg_pool2d_composite(input, g, mode);
 }
 

@@ -18,6 +18,7 @@
 #include "core/ops/batch_norm.h"
 #include "core/ops/random.h"
 #include "core/ops/reduce.h"
+#include "core/routes.h"
 
 namespace kiln {
 
@@ -246,7 +247,7 @@ static Tensor batch_norm_impl(const Tensor& input, const Tensor& running_mean, c
                      "got input size ", input.sizes(), "\n", msg::blame("input", input),
                      "\nHint: use drop_last in the DataLoader, call eval() for inference, or "
                      "make batches of at least 2.");
-    if (ops::batch_norm_uses_kernels(input, weight, bias, running_mean, running_var)) {
+    if (routes::batch_norm(input, weight, bias, running_mean, running_var) != routes::Route::Composite) {
       return std::get<0>(native_batch_norm(input, weight, bias, running_mean, running_var, true, momentum, eps));
     }
     const Tensor mean = input.mean(dims, true);

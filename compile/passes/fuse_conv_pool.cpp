@@ -5,7 +5,7 @@
 #include "compile/passes.h"
 #include "compile/storage_uses.h"
 #include "core/backends.h"
-#include "core/conv_route.h"
+#include "core/routes.h"
 #include "core/cpu/cpu_kernels.h"
 
 namespace kiln::compiler {
@@ -55,7 +55,7 @@ void fuse_conv_pool(Graph& g) {
     const auto* call = dynamic_cast<const ConvCall*>(conv.call.get());
     if (call == nullptr) continue;
     const auto& [out, input, weight, bias, geometry, groups] = call->arguments();
-    const bool thin = cpu_conv2d_route(input.dtype(), weight.sizes(), groups) == ConvRoute::Thin;
+    const bool thin = routes::cpu_conv2d(input.dtype(), weight.sizes(), groups) == routes::Route::Thin;
     if (!(thin || backends::onednn_is_available()) || !covers_storage(out)) continue;
     const StorageUses& a = uses[storage_of(out)];
     if (a.pinned || a.writes.size() != 1 || a.reads.size() != 1 || a.reads.front() <= n) continue;

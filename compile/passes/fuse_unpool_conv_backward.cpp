@@ -5,7 +5,7 @@
 #include "compile/passes.h"
 #include "compile/storage_uses.h"
 #include "core/backends.h"
-#include "core/conv_route.h"
+#include "core/routes.h"
 
 namespace kiln::compiler {
 
@@ -88,7 +88,7 @@ void fuse_unpool_conv_backward(Graph& g) {
     const auto& [grad_weight, grad_bias, grad_output_w, input, geometry_w, groups_w] = weight_call->arguments();
     if (!is_whole(grad_output_i, d, unpooled) || !is_whole(grad_output_w, d, unpooled) || groups != groups_w ||
         geometry != geometry_w ||
-        cpu_conv2d_route(input.dtype(), grad_weight.sizes(), groups) == ConvRoute::Thin ||
+        routes::cpu_conv2d(input.dtype(), grad_weight.sizes(), groups) == routes::Route::Thin ||
         grad_input.sizes() != input.sizes()) {
       continue;
     }

@@ -3,7 +3,7 @@
 // [A thin layer's weight gradient read through its pool].
 #include "compile/passes.h"
 #include "compile/storage_uses.h"
-#include "core/conv_route.h"
+#include "core/routes.h"
 
 namespace kiln::compiler {
 
@@ -48,7 +48,7 @@ void fuse_unpool_weight_gradient(Graph& g) {
     const auto* call = dynamic_cast<const WeightBiasCall*>(weight.call.get());
     if (call == nullptr) continue;
     const auto& [grad_weight, grad_bias, grad_output, input, geometry, groups] = call->arguments();
-    const bool thin = cpu_conv2d_route(input.dtype(), grad_weight.sizes(), groups) == ConvRoute::Thin;
+    const bool thin = routes::cpu_conv2d(input.dtype(), grad_weight.sizes(), groups) == routes::Route::Thin;
     if (!thin || !covers_storage(grad_output)) continue;
     const StorageUses& d = uses[storage_of(grad_output)];
     if (d.pinned || d.writes.size() != 1 || d.reads.size() != 1 || d.writes.front() >= m) continue;

@@ -1,27 +1,27 @@
 // core/cpu/conv_routes.cpp — the CPU's convolution kernels as its table holds them. Each pass
-// takes the route conv2d_route's rules name (core/conv_route.h): Kiln's thin kernels for a thin
-// layer, oneDNN's primitive where it is built in and serves the dtype, else Kiln's reference
-// kernels (core/cpu/conv.cpp), which also take what oneDNN builds no primitive for. A pass
-// with no thin kernel of its own (the input gradient, the oneDNN-only fusions) goes on to the
-// next rule.
-// Read next: core/conv_route.h, core/cpu/conv_thin.cpp, core/onednn/conv.cpp.
-#include "core/conv_route.h"
+// takes the route that routes::kConvolution's rules name (core/routes.h): Kiln's thin kernels
+// for a thin layer, oneDNN's primitive where it is built in and serves the dtype, else Kiln's
+// reference kernels (core/cpu/conv.cpp), which also take what oneDNN builds no primitive for.
+// A pass with no thin kernel of its own (the input gradient, the oneDNN-only fusions) goes on
+// to the next rule.
+// Read next: core/routes.h, core/cpu/conv_thin.cpp, core/onednn/conv.cpp.
 #include "core/cpu/cpu_kernels.h"
 #include "core/onednn/onednn.h"
+#include "core/routes.h"
 
 namespace kiln::cpu::routed {
 
 namespace {
 
-ConvRoute route_of(const Tensor& input, const Tensor& weight, std::int64_t groups) {
-  return cpu_conv2d_route(input.dtype(), weight.sizes(), groups);
+routes::Route route_of(const Tensor& input, const Tensor& weight, std::int64_t groups) {
+  return routes::cpu_conv2d(input.dtype(), weight.sizes(), groups);
 }
 
 void forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
              std::int64_t groups, bool relu) {
   switch (route_of(input, weight, groups)) {
-    case ConvRoute::Thin: return thin_conv2d_forward(out, input, weight, bias, g, relu);
-    case ConvRoute::OneDnn:
+    case routes::Route::Thin: return thin_conv2d_forward(out, input, weight, bias, g, relu);
+    case routes::Route::OneDnn:
       if (onednn::conv2d_forward(out, input, weight, bias, g, groups, relu)) return;
       break;
     default: break;
@@ -44,7 +44,7 @@ void conv2d_forward_relu(const Tensor& out, const Tensor& input, const Tensor& w
 
 void conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, const Tensor& weight,
                            const Im2ColGeometry& g, std::int64_t groups) {
-  const bool onednn = route_of(grad_input, weight, groups) != ConvRoute::Eigen;  // no thin input gradient
+  const bool onednn = route_of(grad_input, weight, groups) != routes::Route::Eigen;  // no thin input gradient
   if (onednn && onednn::conv2d_backward_input(grad_input, grad_output, weight, g, groups)) return;
   conv2d_backward_input_kernel(grad_input, grad_output, weight, g, groups);
 }
@@ -52,8 +52,8 @@ void conv2d_backward_input(const Tensor& grad_input, const Tensor& grad_output, 
 void conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output, const Tensor& input,
                             const Im2ColGeometry& g, std::int64_t groups) {
   switch (route_of(input, grad_weight, groups)) {
-    case ConvRoute::Thin: return thin_conv2d_weight_gradient(grad_weight, grad_output, input, g);
-    case ConvRoute::OneDnn:
+    case routes::Route::Thin: return thin_conv2d_weight_gradient(grad_weight, grad_output, input, g);
+    case routes::Route::OneDnn:
       if (onednn::conv2d_backward_weight(grad_weight, grad_output, input, g, groups)) return;
       break;
     default: break;
@@ -64,8 +64,8 @@ void conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output
 void conv2d_backward_weight_bias(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_output,
                                  const Tensor& input, const Im2ColGeometry& g, std::int64_t groups) {
   switch (route_of(input, grad_weight, groups)) {
-    case ConvRoute::Thin: return thin_conv2d_weight_gradient(grad_weight, grad_output, input, g, grad_bias);
-    case ConvRoute::OneDnn: {
+    case routes::Route::Thin: return thin_conv2d_weight_gradient(grad_weight, grad_output, input, g, grad_bias);
+    case routes::Route::OneDnn: {
       if (onednn::conv2d_backward_weight_bias(grad_weight, grad_bias, grad_output, input, g, groups)) return;
       // What the unfused pair computes on this route: the weight gradient, then Kiln's sum.
       conv2d_backward_weight(grad_weight, grad_output, input, g, groups);
@@ -81,12 +81,12 @@ void conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, c
                                   const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                   const Im2ColGeometry& pool, std::int64_t groups) {
   switch (route_of(input, weight, groups)) {
-    case ConvRoute::Thin:
+    case routes::Route::Thin:
       if (thin_conv2d_pools_rows(pool)) {
         return thin_conv2d_forward_relu_max_pool(values, indices, input, weight, bias, g, pool);
       }
       break;
-    case ConvRoute::OneDnn:
+    case routes::Route::OneDnn:
       if (onednn::conv2d_forward_relu_max_pool(values, indices, input, weight, bias, g, pool, groups)) return;
       break;
     default: break;
@@ -98,7 +98,7 @@ void conv2d_backward_weight_bias_through_max_pool(const Tensor& grad_weight, con
                                                   const Tensor& grad_pooled, const Tensor& indices,
                                                   const Tensor& values, const Tensor& input, const Im2ColGeometry& g,
                                                   std::int64_t groups) {
-  if (route_of(input, grad_weight, groups) == ConvRoute::Thin) {
+  if (route_of(input, grad_weight, groups) == routes::Route::Thin) {
     return thin_conv2d_weight_gradient_through_max_pool(grad_weight, grad_pooled, indices, values, input, g,
                                                         grad_bias);
   }
@@ -110,7 +110,7 @@ void conv2d_backward_through_max_pool(const Tensor& grad_input, const Tensor& gr
                                       const Tensor& grad_pooled, const Tensor& indices, const Tensor& values,
                                       const Tensor& weight, const Tensor& input, const Im2ColGeometry& g,
                                       std::int64_t groups) {
-  if (route_of(input, weight, groups) == ConvRoute::OneDnn &&
+  if (route_of(input, weight, groups) == routes::Route::OneDnn &&
       onednn::conv2d_backward_through_max_pool(grad_input, grad_weight, grad_bias, grad_pooled, indices, values,
                                                weight, input, g, groups)) {
     return;

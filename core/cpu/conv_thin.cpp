@@ -13,7 +13,7 @@
 // BFloat16 (a first layer under CPU autocast) runs the same float kernels: its planes are
 // widened as they are padded, and each result is rounded once as it is stored. oneDNN's
 // BFloat16 kernel for conv1 wrote a blocked output and took a reorder each way, as in Float32.
-// Read next: core/conv_route.h (which convolutions are thin), core/cpu/conv_routes.cpp.
+// Read next: core/routes.h (which convolutions are thin), core/cpu/conv_routes.cpp.
 #include <algorithm>
 #include <cstring>
 #include <vector>

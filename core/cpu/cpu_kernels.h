@@ -37,8 +37,8 @@ KernelOf<ConvKernels::BackwardWeightBias> conv2d_backward_weight_bias_kernel;
 KernelOf<ConvKernels::BackwardWeightBiasThroughMaxPool> conv2d_backward_weight_bias_through_max_pool_kernel;
 KernelOf<ConvKernels::BackwardThroughMaxPool> conv2d_backward_through_max_pool_kernel;
 KernelOf<ConvKernels::ForwardReluMaxPool> conv2d_forward_relu_max_pool_kernel;
-/// The thin kernels (core/cpu/conv_thin.cpp), for a convolution conv2d_route calls thin
-/// (core/conv_route.h).
+/// The thin kernels (core/cpu/conv_thin.cpp), for a convolution routes::cpu_conv2d calls thin
+/// (core/routes.h).
 /// The forward of a thin convolution, bias (optional) included (contiguous tensors), and with
 /// `relu` relu applied to each result as it is stored.
 void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,

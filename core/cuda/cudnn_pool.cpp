@@ -3,7 +3,7 @@
 // cuDNN's deterministic mode and propagates NaN, as PyTorch's max_pool2d does; padding never
 // wins a max window. The averages divide by the whole window or by its elements inside the
 // input (count_include_pad). cuDNN's pooling has no dilation: dilated windows stay on Kiln's
-// own kernels (ops::pool2d_uses_kernels).
+// own kernels (routes::pool2d, core/routes.h).
 // Read next: core/cuda/cudnn_batch_norm.cpp.
 #include "core/cuda/cuda.h"
 #include "core/cuda/cuda_check.h"

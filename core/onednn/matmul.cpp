@@ -2,21 +2,17 @@
 // addmm and linear) through oneDNN's matmul primitive: operands in their own strides, so a
 // transposed weight (x @ w.t() in linear) or a broadcast batch (stride 0) is read in place;
 // Float32, and BFloat16 with Float32 accumulation where the CPU has it. Small products and
-// everything else stay on Eigen's GEMM (core/cpu/gemm.cpp).
+// everything else stay on Eigen's GEMM (core/cpu/gemm.cpp); which is which is
+// routes::cpu_matrix_product's (core/routes.h).
 // Read next: core/onednn/conv.cpp.
-#include "core/backends.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/onednn/kernels.h"
 #include "core/onednn/runtime.h"
+#include "core/routes.h"
 
 namespace kiln::onednn {
 
 namespace {
-
-/// Below this many multiply-adds a primitive's fixed cost (~2 µs: memory objects, the cache
-/// lookup, a fork of the thread team) exceeds the product; Eigen's GEMM is faster there
-/// (bench_matmul, 64x64x64: Eigen 10 µs, oneDNN 14 µs on 2 Zen cores).
-constexpr std::int64_t kMinMultiplyAdds = 64 * 64 * 64;
 
 /// One operand [B, rows, cols] as oneDNN sees it: a stride-0 batch broadcasts as a batch of one.
 struct Operand {
@@ -68,18 +64,11 @@ bool run_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tenso
   return true;
 }
 
-/// Whether the oneDNN route takes this product (else Eigen's GEMM does).
-bool takes(const Tensor& out, const Tensor& a, const Tensor& b) {
-  // In double: the count only picks a route, and out.numel() * k can pass int64.
-  const double macs = static_cast<double>(out.numel()) * static_cast<double>(a.sizes()[2]);
-  return backends::op_kernels_enabled(DeviceType::CPU, backends::OpFamily::MatrixProduct) && serves(out.dtype()) &&
-         a.dtype() == out.dtype() && b.dtype() == out.dtype() && macs >= kMinMultiplyAdds;
-}
 
 }  // namespace
 
 void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (takes(out, a, b)) {
+  if (routes::cpu_matrix_product(out, a, b) == routes::Route::OneDnn) {
     // Larger products go to Eigen before oneDNN sees them (Note [oneDNN's 32-bit sizes]).
     if (fits_int32(out) && fits_int32(a) && fits_int32(b) && run_matmul(out, a, b)) return;
     count_fallback();
@@ -88,7 +77,8 @@ void bmm_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 void bmm_bias_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
-  if (takes(out, a, b) && bias.dtype() == out.dtype() && bias.is_contiguous()) {
+  if (routes::cpu_matrix_product(out, a, b) == routes::Route::OneDnn && bias.dtype() == out.dtype() &&
+      bias.is_contiguous()) {
     if (fits_int32(out) && fits_int32(a) && fits_int32(b) && run_matmul(out, a, b, bias)) {
       if (relu) relu_in_place(out);  // not oneDNN's post-op (Note [oneDNN's relu drops NaN])
       return;

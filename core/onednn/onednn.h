@@ -6,7 +6,7 @@
 // not serve (Float64, integer types, BFloat16 on a CPU without native BFloat16, a shape oneDNN
 // has no kernel for). Built when CMake finds oneDNN (KILN_ONEDNN, cmake/KilnOneDnn.cmake);
 // otherwise stub.cpp leaves the Eigen route in place. Which kernel a convolution runs is
-// decided in one place, conv2d_route (core/conv_route.h).
+// decided in one place, routes::cpu_conv2d (core/routes.h).
 // Read next: core/onednn/runtime.h (primitives, their cache, running one), conv.cpp.
 #pragma once
 
@@ -19,7 +19,7 @@ namespace kiln::onednn {
 void register_kernels(BackendKernels& table);
 
 // oneDNN's convolution passes, for the CPU's route (core/cpu/conv_routes.cpp), which takes them
-// where conv2d_route says OneDnn. Each runs its pass and returns true, or runs nothing and
+// where routes::cpu_conv2d says OneDnn. Each runs its pass and returns true, or runs nothing and
 // returns false where oneDNN builds no primitive for the call (or is not built in: stub.cpp).
 // Arguments as ConvKernels' (core/kernels.h); `relu` applies Kiln's relu after the forward.
 bool conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,

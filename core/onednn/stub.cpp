@@ -1,6 +1,6 @@
 // core/onednn/stub.cpp — the CPU without oneDNN (KILN_ONEDNN=OFF, or libdnnl-dev not found):
 // the CPU table keeps its Eigen kernels and composite graphs, the backends:: queries say there
-// is no library route, and oneDNN's convolution passes run nothing (conv2d_route never picks
+// is no library route, and oneDNN's convolution passes run nothing (routes::cpu_conv2d never picks
 // them; each says so by returning false).
 // Read next: core/onednn/onednn.h.
 #include "core/backends.h"

@@ -1,7 +1,6 @@
 // core/ops/batch_norm.cpp — validation and allocation around the batch-norm kernels.
 #include "core/ops/batch_norm.h"
 
-#include "core/backends.h"
 #include "core/kernels.h"
 #include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
@@ -33,21 +32,6 @@ void check_stat(const char* name, const Tensor& t, const Tensor& input) {
 
 DType batch_norm_stat_dtype(DType input) {
   return input == DType::Float16 || input == DType::BFloat16 ? DType::Float32 : input;
-}
-
-bool batch_norm_uses_kernels(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                             const Tensor& running_mean, const Tensor& running_var) {
-  const DeviceType type = route_device_type(input.device());
-  if (type == DeviceType::Meta || !input.is_floating_point()) return false;
-  if (!backends::op_kernels_enabled(type, backends::OpFamily::BatchNorm) ||
-      kernels_for(type).batch_norm.forward == nullptr) {
-    return false;
-  }
-  const DType stats = batch_norm_stat_dtype(input.dtype());
-  for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) {
-    if (t->defined() && (t->dtype() != stats || t->device() != input.device())) return false;
-  }
-  return true;
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,

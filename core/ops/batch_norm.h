@@ -14,10 +14,6 @@ namespace kiln::ops {
 /// The dtype of weight, bias and the statistics: input's, or Float32 for half inputs.
 DType batch_norm_stat_dtype(DType input);
 
-/// True when batch_norm in training mode should call the backend's kernels for these
-/// arguments: the backend prefers them and every defined tensor has the statistics dtype.
-bool batch_norm_uses_kernels(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                             const Tensor& running_mean, const Tensor& running_var);
 
 /// (output, save_mean, save_invstd) for input [N, C, *]; weight and bias may be undefined
 /// (1 and 0); running stats, when defined, are updated in place.

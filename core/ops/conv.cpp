@@ -1,7 +1,6 @@
 // core/ops/conv.cpp — raw unfold and fold (see Note [Convolution as unfold + GEMM]).
 #include "core/ops/conv.h"
 
-#include "core/backends.h"
 #include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
@@ -156,12 +155,6 @@ Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& inpu
                                    const Im2ColGeometry& g, std::int64_t groups) {
   return convolution_adjoint(kernels_for(route_device_type(grad_output.device())).conv2d.backward_weight, grad_output, input,
                              weight_sizes, g, groups);
-}
-
-bool pool2d_uses_kernels(Device device, const Im2ColGeometry& g) {
-  const DeviceType type = route_device_type(device);
-  return type != DeviceType::Meta && backends::op_kernels_enabled(type, backends::OpFamily::Pooling) &&
-         kernels_for(type).pool2d.forward != nullptr && g.dilation_h == 1 && g.dilation_w == 1;
 }
 
 Tensor pool2d(const Tensor& x, const Im2ColGeometry& g, PoolMode mode) {

@@ -56,9 +56,6 @@ Tensor convolution_backward_input(const Tensor& grad_output, const Tensor& weigh
 Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, IntArrayRef weight_sizes,
                                    const Im2ColGeometry& g, std::int64_t groups);
 
-/// True when a pool with window `g` on `device` takes the op-kernel route (cuDNN): the route
-/// is on there and the window has no dilation, which cuDNN's pooling lacks.
-bool pool2d_uses_kernels(Device device, const Im2ColGeometry& g);
 /// 2-D pooling through the backend's pool kernels: [N, C, H, W] -> [N, C, out_h, out_w].
 Tensor pool2d(const Tensor& x, const Im2ColGeometry& g, PoolMode mode);
 /// Its backward: the gradient of x, from the output's gradient, x and the forward's output.
