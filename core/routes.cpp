@@ -19,12 +19,12 @@ bool op_kernels_on(DeviceType type, backends::OpFamily family) {
   return type != DeviceType::Meta && backends::op_kernels_enabled(type, family);
 }
 
+}  // namespace
+
 bool onednn_serves(DType dtype) {
   return backends::onednn_is_available() &&
          (dtype == DType::Float32 || (dtype == DType::BFloat16 && backends::onednn_has_bf16()));
 }
-
-}  // namespace
 
 const char* name(Route route) {
   switch (route) {

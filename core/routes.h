@@ -35,8 +35,12 @@ struct Rule {
   const char* when;  // the rule, in words
 };
 
-/// As the profiler's table names a route ("composite", "cuda", "thin", "onednn", "eigen").
+/// The route's name in words ("composite", "cuda", "thin", "onednn", "eigen"), for messages.
 const char* name(Route route);
+
+/// Whether oneDNN is built in and serves `dtype` on this CPU: Float32 always; BFloat16 where the
+/// CPU has native BFloat16 instructions (backends::onednn_has_bf16()).
+bool onednn_serves(DType dtype);
 
 /// At most this many taps per output channel (C/groups · kh · kw) make a convolution thin (a
 /// first layer): so little arithmetic per output that writing the output bounds it.

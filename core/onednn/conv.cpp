@@ -17,6 +17,7 @@
 #include "core/onednn/onednn.h"
 #include "core/onednn/runtime.h"
 #include "core/ops/allocate.h"
+#include "core/routes.h"
 #include "core/shape.h"
 
 namespace kiln::onednn {
@@ -127,7 +128,7 @@ bool all_fit_int32(std::initializer_list<std::reference_wrapper<const Tensor>> t
 /// The pass's cached primitive, or null (counted) when oneDNN has none for this dtype or shape.
 std::shared_ptr<const Prepared> prepared(Pass pass, DType dtype, IntArrayRef input, IntArrayRef weight,
                                          const Im2ColGeometry& g, std::int64_t groups) {
-  if (!serves(dtype)) return nullptr;
+  if (!routes::onednn_serves(dtype)) return nullptr;
   const ConvDims d = conv_dims(input, weight, g, groups);
   auto entry = cached(conv_key(pass, dtype, input, weight, g, groups), [&] {
     switch (pass) {

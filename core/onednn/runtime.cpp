@@ -119,10 +119,6 @@ dnnl::memory::data_type data_type_of(DType dtype) {
   }
 }
 
-bool serves(DType dtype) {
-  return dtype == DType::Float32 || (dtype == DType::BFloat16 && backends::onednn_has_bf16());
-}
-
 dnnl::memory::desc plain_desc(IntArrayRef sizes, IntArrayRef strides, DType dtype) {
   return dnnl::memory::desc(dnnl::memory::dims(sizes.begin(), sizes.end()), data_type_of(dtype),
                             dnnl::memory::dims(strides.begin(), strides.end()));

@@ -61,9 +61,6 @@ dnnl::stream& stream();
 
 /// oneDNN's name for a Kiln dtype (undef for those it has no CPU kernels for).
 dnnl::memory::data_type data_type_of(DType dtype);
-/// Whether oneDNN serves this dtype on this CPU: Float32 always; BFloat16 where the CPU has
-/// native BFloat16 instructions (backends::onednn_has_bf16()).
-bool serves(DType dtype);
 /// A descriptor of `sizes` with `strides` (elements), in dtype's type.
 dnnl::memory::desc plain_desc(IntArrayRef sizes, IntArrayRef strides, DType dtype);
 /// A descriptor of t's own sizes, strides and dtype.
