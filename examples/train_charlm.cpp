@@ -46,11 +46,12 @@ int main(int argc, char** argv) {
     f.add_switch("--checkpoint-activations", c.checkpoint_activations,
                  "keep only each Transformer layer's input for backward and recompute the layer there: less memory, "
                  "one more forward (nn::checkpoint)");
-    f.add("--profile", c.profile_dir,
+    CLI::Option* profile = f.add("--profile", c.profile_dir,
           "profile steps 3-5 (after 2 warm-up steps): print the op table, write DIR/trace.json (open in Perfetto) and DIR/step.html (one step drawn)")
         ->check(writable_folder());
     f.add_switch("--profile-with-stack", c.profile_with_stack,
-                 "with --profile: record each op's call stack (the table's Source Location, DIR/stacks.txt for flamegraph.pl)");
+                 "with --profile: record each op's call stack (the table's Source Location, DIR/stacks.txt for flamegraph.pl)")
+        ->needs(profile);
     f.add_function("--device", [&c](const std::string& v) { c.device = Device(v); }, "cpu, cuda or cuda:N", "cpu")
         ->check(device());
     f.add("--log", c.log, "write step,seconds,train_bpc,val_bpc here (CSV, plot with scripts/plot_log.sh)")

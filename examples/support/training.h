@@ -209,11 +209,12 @@ inline void add_training_flags(Flags& f, TrainConfig& c, TrainingFlags which = {
   }
   f.add_switch("--compile", c.compile, "capture the training step once as a graph and replay it (kiln::compile)");
   if (which.profile) {
-    f.add("--profile", c.profile_dir,
+    CLI::Option* profile = f.add("--profile", c.profile_dir,
           "profile steps 3-5 (after 2 warm-up steps): print the op table, write DIR/trace.json (open in Perfetto) and DIR/step.html (one step drawn)")
         ->check(writable_folder());
     f.add_switch("--profile-with-stack", c.profile_with_stack,
-                 "with --profile: record each op's call stack (the table's Source Location, DIR/stacks.txt for flamegraph.pl)");
+                 "with --profile: record each op's call stack (the table's Source Location, DIR/stacks.txt for flamegraph.pl)")
+        ->needs(profile);
   }
   f.add("--threads", c.threads,
         "CPU threads (0 = all cores, backing off when the machine is busy; fixed when checkpointing)")

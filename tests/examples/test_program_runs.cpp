@@ -169,6 +169,13 @@ TEST_F(ProgramRuns, ProfileWritesATraceAndPrintsTheTable) {
 // Location), and DIR/stacks.txt holds one collapsed stack per op, outermost first, the
 // program's own frames (its main, its loop) kept and Kiln's left out.
 TEST_F(ProgramRuns, ProfileWithStackWritesTheOpsCallStacks) {
+  // Without --profile there is nothing to record stacks into: refused, before any work.
+  for (const char* program : {"train_mlp", "train_charlm"}) {
+    const ProgramRun alone = run_example(program, {"--profile-with-stack"});
+    EXPECT_EQ(alone.exit_code, 2) << alone.describe();
+    ASSERT_EQ(alone.err_lines().size(), 1u) << alone.describe();
+    EXPECT_NE(alone.err.find("--profile-with-stack requires --profile"), std::string::npos) << alone.err;
+  }
   const fs::path dir = root_ / "profile_stacks";
   const ProgramRun r = train_mlp({"--profile", dir.string(), "--profile-with-stack"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
