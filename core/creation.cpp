@@ -168,7 +168,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
                    "invalid size, possible overflow?");
   const auto n = static_cast<std::int64_t>(count);
   Tensor t = new_tensor({n}, dtype, options, loc, "arange");
-  if (ops::has_data(t.device()) && n > 0) {
+  if (n > 0) {
     require_kernel(kernels_for(t.device().type()).arange, "arange", t.device())(t, start, step);
   }
   return t;
@@ -181,7 +181,7 @@ Tensor linspace(const Scalar& start, const Scalar& end, std::int64_t steps, Tens
   const double s = start.to_double(), e = end.to_double();
   const double step = steps > 1 ? (e - s) / static_cast<double>(steps - 1) : 0.0;
   Tensor t = new_tensor({steps}, dtype, options, loc, "linspace");
-  if (ops::has_data(t.device()) && steps > 0) {
+  if (steps > 0) {
     require_kernel(kernels_for(t.device().type()).arange, "linspace", t.device())(t, s, step);
   }
   return t;

@@ -1,7 +1,7 @@
 // core/kernels.h — the kernel tables: for every primitive, one function pointer per device
 // type, filled by one explicit registration list per backend (core/cpu/register.cpp,
-// core/cuda/register.cpp). No static-initialiser magic: the tables are built the first time
-// an op asks for them. Raw ops (core/ops/) validate and allocate, then call through here.
+// core/cuda/register.cpp, core/meta/register.cpp, whose kernels compute nothing). No
+// static-initialiser magic: the tables are built the first time an op asks for them. Raw ops (core/ops/) validate and allocate, then call through here.
 // Kernels receive tensors that are already checked: same device, the dtypes the op settled
 // on, broadcast-compatible shapes. They may assume nothing about strides unless noted.
 // Read next: core/cpu/register.cpp.
@@ -276,6 +276,16 @@ constexpr std::array<Fn, static_cast<std::size_t>(Enum::kCount)> exactly_one_per
 
 namespace cpu {
 void register_kernels(BackendKernels& table);
+}
+
+namespace meta {
+/// Fills `table` with kernels that compute nothing, present where `real` (the table of the
+/// device meta tensors stand for) has a kernel; with `plans_scratch`, the CPU's kernels that
+/// take scratch memory of their own are `real`'s (Note [The meta device is a backend]).
+void register_kernels(BackendKernels& table, const BackendKernels& real, bool plans_scratch);
+/// `cpu` without its optional kernels (the fused and op kernels): what a build without CUDA
+/// assumes CUDA has when it plans a CUDA step.
+BackendKernels kernels_every_backend_has(const BackendKernels& cpu);
 }
 
 }  // namespace kiln

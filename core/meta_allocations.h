@@ -42,19 +42,16 @@ class MetaAllocationObserver {
 MetaAllocationObserver* set_meta_allocation_observer(MetaAllocationObserver* observer);
 
 /// The device type a meta tensor stands for while a step is planned on this thread: CPU or
-/// CUDA when a planning run has said so, Meta otherwise. Ops pick their route (oneDNN, fused Adam, ...)
-/// and autocast its dtype for a meta tensor as they would for this device type, so the planned
-/// step allocates what the real one would.
+/// CUDA when a planning run has said so, Meta otherwise. The routes (core/routes.h) and
+/// autocast decide for a meta tensor as they would for this device type, and the meta kernel
+/// table mirrors its table (Note [The meta device is a backend] in core/meta/register.cpp),
+/// so the planned step allocates what the real one would.
 DeviceType meta_stands_for();
-/// True when `device` is meta and meta stands for the CPU: ops whose CPU kernels take scratch
-/// memory of their own (convolutions, matrix products) then run those kernels on the meta
-/// tensors, and the kernels allocate their scratch and compute nothing.
-inline bool plans_cpu_kernels(Device device) { return device.is_meta() && meta_stands_for() == DeviceType::CPU; }
 
-/// True when `device` is meta and meta stands for a real device: ops then make the copies
-/// their kernels' inputs need there (dtype conversions, a CPU scalar moved to the GPU).
-inline bool is_planned(Device device) { return device.is_meta() && meta_stands_for() != DeviceType::Meta; }
-
+/// Where a wrapped number (the tensor a Scalar operand becomes) lives: the CPU, or the meta
+/// device while meta stands for the CPU, so that a step planned for the CPU counts those
+/// allocations as the real step makes them.
+inline Device wrapped_number_device() { return meta_stands_for() == DeviceType::CPU ? kMeta : kCPU; }
 /// The device type whose routes and autocast ops use for a tensor on `device`.
 inline DeviceType route_device_type(Device device) {
   return device.is_meta() ? meta_stands_for() : device.type();

@@ -36,8 +36,9 @@ namespace kiln::memory {
 //  1. The step runs on the meta device: the model's parameters and buffers are swapped for
 //     meta twins (Module::swap_tensors; the real ones are untouched), the inputs are meta
 //     tensors, and forward, the loss, backward, optimizer.step() and zero_grad() run as
-//     usual. Raw ops stop after allocating their outputs, so the cost is the host-side work
-//     of the step, whatever the batch's data size.
+//     usual. Raw ops allocate as they always do and call the meta device's kernels, which
+//     compute nothing (Note [The meta device is a backend] in core/meta/register.cpp), so the
+//     cost is the host-side work of the step, whatever the batch's data size.
 //  2. While it runs, meta tensors *stand for* the target device type: ops take the route
 //     they would take there (oneDNN or cuDNN kernels rather than the composite im2col route,
 //     the fused Adam update) and autocast casts what it would cast there.

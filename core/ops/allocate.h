@@ -4,7 +4,6 @@
 // Read next: core/ops/elementwise.h.
 #pragma once
 
-#include "core/meta_allocations.h"
 #include "core/tensor.h"
 
 namespace kiln::ops {
@@ -17,13 +16,9 @@ Tensor empty_output(IntArrayRef sizes, DType dtype, Device device, const char* o
 Tensor make_view(const Tensor& base, IntArrayRef sizes, IntArrayRef strides,
                  std::int64_t storage_offset, const char* api);
 
-/// True when tensors on `device` hold data (false on the meta device, where raw ops stop
-/// after computing the output's shape and dtype).
+/// True when tensors on `device` hold values an op may read on the host to validate them
+/// (index bounds, an integer power's sign). Kernels need no such test: the meta device's
+/// compute nothing (Note [The meta device is a backend] in core/meta/register.cpp).
 inline bool has_data(Device device) { return !device.is_meta(); }
-
-/// True when an op whose kernels allocate scratch calls them on `device`: there is data, or
-/// meta tensors stand for the CPU, whose kernels then allocate and compute nothing (the memory
-/// planner, core/meta_allocations.h).
-inline bool runs_kernels(Device device) { return has_data(device) || plans_cpu_kernels(device); }
 
 }  // namespace kiln::ops

@@ -2,7 +2,6 @@
 #include "core/ops/batch_norm.h"
 
 #include "core/kernels.h"
-#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
 #include "core/ops/copy.h"
@@ -15,7 +14,7 @@ namespace {
 Tensor or_filled(const Tensor& t, const Tensor& input, double value) {
   if (t.defined()) return contiguous(t);
   Tensor filled = empty_output({input.sizes()[1]}, batch_norm_stat_dtype(input.dtype()), input.device(), "batch_norm");
-  if (has_data(input.device())) fill_data(filled, value);
+  fill_data(filled, value);
   return filled;
 }
 
@@ -50,15 +49,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const
   const DType stats = batch_norm_stat_dtype(input.dtype());
   Tensor save_mean = empty_output({channels}, stats, input.device(), "batch_norm");
   Tensor save_invstd = empty_output({channels}, stats, input.device(), "batch_norm");
-  // A step planned for the CPU runs the CPU kernel on meta tensors: it is made of ops, which
-  // allocate their temporaries and compute nothing there.
-  if (!runs_kernels(input.device()) || input.numel() == 0) {
-    return {out, save_mean, save_invstd};
-  }
+  if (input.numel() == 0) return {out, save_mean, save_invstd};
   for (const Tensor* t : {&running_mean, &running_var}) {
     KILN_CHECK(!t->defined() || t->is_contiguous(), "batch_norm: running statistics must be contiguous");
   }
-  require_kernel(kernels_for(route_device_type(input.device())).batch_norm.forward, "batch_norm", input.device())(
+  require_kernel(kernels_for(input.device().type()).batch_norm.forward, "batch_norm", input.device())(
       out, save_mean, save_invstd, contiguous(input), or_filled(weight, input, 1.0), or_filled(bias, input, 0.0),
       running_mean, running_var, momentum, eps);
   // The running statistics were written in place: tensors saved from them are now stale.
@@ -76,11 +71,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& grad_output
   const DType stats = batch_norm_stat_dtype(input.dtype());
   Tensor grad_weight = empty_output({channels}, stats, input.device(), "batch_norm_backward");
   Tensor grad_bias = empty_output({channels}, stats, input.device(), "batch_norm_backward");
-  if (!runs_kernels(input.device()) || input.numel() == 0) {
-    return {grad_input, grad_weight, grad_bias};
-  }
-  require_kernel(kernels_for(route_device_type(input.device())).batch_norm.backward, "batch_norm_backward",
-                 input.device())(
+  if (input.numel() == 0) return {grad_input, grad_weight, grad_bias};
+  require_kernel(kernels_for(input.device().type()).batch_norm.backward, "batch_norm_backward", input.device())(
       grad_input, grad_weight, grad_bias, contiguous(grad_output), contiguous(input), or_filled(weight, input, 1.0),
       contiguous(save_mean), contiguous(save_invstd), eps);
   return {grad_input, grad_weight, grad_bias};

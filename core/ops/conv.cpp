@@ -1,7 +1,6 @@
 // core/ops/conv.cpp — raw unfold and fold (see Note [Convolution as unfold + GEMM]).
 #include "core/ops/conv.h"
 
-#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
 #include "core/ops/copy.h"
@@ -49,7 +48,7 @@ Tensor unfold(const Tensor& x, const Im2ColGeometry& g, double pad_value) {
   KILN_CHECK(x.dim() == 4, "unfold: expected a 4-D input [N, C, H, W], got ", x.sizes());
   Tensor cols = empty_output({x.sizes()[0], g.channels * g.kernel_h * g.kernel_w, g.out_h * g.out_w},
                              x.dtype(), x.device(), "im2col");
-  if (!has_data(x.device()) || cols.numel() == 0) return cols;
+  if (cols.numel() == 0) return cols;
   require_kernel(kernels_for(x.device().type()).im2col, "im2col", x.device())(cols, contiguous(x), g,
                                                                               pad_value);
   return cols;
@@ -62,7 +61,6 @@ Tensor fold(const Tensor& cols, const Im2ColGeometry& g) {
              cols.sizes());
   Tensor out = empty_output({cols.sizes()[0], g.channels, g.height, g.width}, cols.dtype(),
                             cols.device(), "col2im");
-  if (!has_data(cols.device())) return out;
   fill_data(out, 0);
   if (out.numel() == 0) return out;
   require_kernel(kernels_for(cols.device().type()).col2im, "col2im", cols.device())(out, contiguous(cols), g);
@@ -73,7 +71,7 @@ Tensor unfold_columns(const Tensor& x, const Im2ColGeometry& g) {
   KILN_CHECK(x.dim() == 4, "unfold_columns: expected a 4-D input [N, C, H, W], got ", x.sizes());
   const std::int64_t n = x.sizes()[0], rows = g.channels * g.kernel_h * g.kernel_w, l = g.out_h * g.out_w;
   Tensor buffer = empty_output({rows, n, l}, x.dtype(), x.device(), "im2col");
-  if (has_data(x.device()) && buffer.numel() > 0) {
+  if (buffer.numel() > 0) {
     // The kernel writes image i's rows through a [N, rows, L] view of the [rows, N, L] buffer.
     require_kernel(kernels_for(x.device().type()).im2col, "im2col", x.device())(
         make_view(buffer, {n, rows, l}, {l, n * l, 1}, 0, "im2col"), contiguous(x), g, 0.0);
@@ -86,7 +84,6 @@ Tensor fold_columns(const Tensor& cols, const Im2ColGeometry& g, std::int64_t ba
   KILN_CHECK(cols.dim() == 2 && cols.sizes()[0] == rows && cols.sizes()[1] == batch * l,
              "fold_columns: expected input of size [", rows, ", ", batch * l, "], got ", cols.sizes());
   Tensor out = empty_output({batch, g.channels, g.height, g.width}, cols.dtype(), cols.device(), "col2im");
-  if (!has_data(cols.device())) return out;
   fill_data(out, 0);
   if (out.numel() == 0) return out;
   const Tensor c = contiguous(cols);
@@ -117,8 +114,8 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias
   check_convolution_bias(weight, bias);
   Tensor out = empty_output({input.sizes()[0], weight.sizes()[0], g.out_h, g.out_w}, input.dtype(), input.device(),
                             "convolution");
-  if (!runs_kernels(input.device()) || out.numel() == 0) return out;
-  require_kernel(kernels_for(route_device_type(input.device())).conv2d.forward, "convolution", input.device())(
+  if (out.numel() == 0) return out;
+  require_kernel(kernels_for(input.device().type()).conv2d.forward, "convolution", input.device())(
       out, contiguous(input), contiguous(weight), bias.defined() ? contiguous(bias) : bias, g, groups);
   return out;
 }
@@ -131,9 +128,7 @@ template <class Kernel>
 Tensor convolution_adjoint(Kernel kernel, const Tensor& grad_output, const Tensor& other, IntArrayRef result_sizes,
                            const Im2ColGeometry& g, std::int64_t groups) {
   Tensor result = empty_output(result_sizes, grad_output.dtype(), grad_output.device(), "convolution_backward");
-  if (!runs_kernels(grad_output.device()) || result.numel() == 0) {
-    return result;
-  }
+  if (result.numel() == 0) return result;
   if (grad_output.numel() == 0 || other.numel() == 0) {
     fill_data(result, 0);
     return result;
@@ -147,20 +142,20 @@ Tensor convolution_adjoint(Kernel kernel, const Tensor& grad_output, const Tenso
 
 Tensor convolution_backward_input(const Tensor& grad_output, const Tensor& weight, IntArrayRef input_sizes,
                                   const Im2ColGeometry& g, std::int64_t groups) {
-  return convolution_adjoint(kernels_for(route_device_type(grad_output.device())).conv2d.backward_input, grad_output, weight,
+  return convolution_adjoint(kernels_for(grad_output.device().type()).conv2d.backward_input, grad_output, weight,
                              input_sizes, g, groups);
 }
 
 Tensor convolution_backward_weight(const Tensor& grad_output, const Tensor& input, IntArrayRef weight_sizes,
                                    const Im2ColGeometry& g, std::int64_t groups) {
-  return convolution_adjoint(kernels_for(route_device_type(grad_output.device())).conv2d.backward_weight, grad_output, input,
+  return convolution_adjoint(kernels_for(grad_output.device().type()).conv2d.backward_weight, grad_output, input,
                              weight_sizes, g, groups);
 }
 
 Tensor pool2d(const Tensor& x, const Im2ColGeometry& g, PoolMode mode) {
   KILN_CHECK(x.dim() == 4, "pool2d: expected a 4-D input [N, C, H, W], got ", x.sizes());
   Tensor out = empty_output({x.sizes()[0], x.sizes()[1], g.out_h, g.out_w}, x.dtype(), x.device(), "pool2d");
-  if (!has_data(x.device()) || out.numel() == 0) return out;
+  if (out.numel() == 0) return out;
   require_kernel(kernels_for(x.device().type()).pool2d.forward, "pool2d", x.device())(out, contiguous(x), g, mode);
   return out;
 }
@@ -168,7 +163,7 @@ Tensor pool2d(const Tensor& x, const Im2ColGeometry& g, PoolMode mode) {
 Tensor pool2d_backward(const Tensor& grad_output, const Tensor& x, const Tensor& output, const Im2ColGeometry& g,
                        PoolMode mode) {
   Tensor grad_input = empty_output(x.sizes(), x.dtype(), x.device(), "pool2d_backward");
-  if (!has_data(x.device()) || grad_input.numel() == 0) return grad_input;
+  if (grad_input.numel() == 0) return grad_input;
   if (output.numel() == 0) {
     fill_data(grad_input, 0);
     return grad_input;
@@ -183,7 +178,7 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Im2Col
   const Shape shape{x.sizes()[0], x.sizes()[1], g.out_h, g.out_w};
   Tensor values = empty_output(shape, x.dtype(), x.device(), "max_pool2d");
   Tensor indices = empty_output(shape, DType::Int64, x.device(), "max_pool2d");
-  if (!has_data(x.device()) || values.numel() == 0) return {values, indices};
+  if (values.numel() == 0) return {values, indices};
   require_kernel(kernels_for(x.device().type()).max_pool2d, "max_pool2d", x.device())(values, indices, contiguous(x), g);
   return {values, indices};
 }
@@ -197,7 +192,7 @@ Tensor max_pool2d_with_indices_backward(const Tensor& grad_output, const Tensor&
              "for an input [N, C, H, W], got grad_output ",
              grad_output.sizes(), ", indices ", indices.sizes(), " and input ", input_sizes);
   Tensor grad_input = empty_output(input_sizes, grad_output.dtype(), grad_output.device(), "max_pool2d_backward");
-  if (!has_data(grad_output.device()) || grad_input.numel() == 0) return grad_input;
+  if (grad_input.numel() == 0) return grad_input;
   const MaxPoolBackwardKernel kernel = kernels_for(grad_output.device().type()).max_pool2d_backward;
   if (kernel != nullptr) {
     kernel(grad_input, contiguous(grad_output), contiguous(indices));

@@ -20,7 +20,7 @@ void check_no_internal_overlap(const Tensor& t) {
 Tensor to_dtype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = empty_output(x.sizes(), dtype, x.device(), "to");
-  if (has_data(x.device())) require_kernel(kernels_for(x.device().type()).copy, "to", x.device())(out, x);
+  require_kernel(kernels_for(x.device().type()).copy, "to", x.device())(out, x);
   return out;
 }
 
@@ -36,7 +36,7 @@ Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
 
 Tensor clone(const Tensor& x) {
   Tensor out = empty_output(x.sizes(), x.dtype(), x.device(), "clone");
-  if (has_data(x.device())) require_kernel(kernels_for(x.device().type()).copy, "clone", x.device())(out, x);
+  require_kernel(kernels_for(x.device().type()).copy, "clone", x.device())(out, x);
   return out;
 }
 
@@ -50,7 +50,6 @@ void copy_data(const Tensor& dst, const Tensor& src, bool non_blocking) {
   const Shape shape = broadcast_shapes(dst.sizes(), src.sizes());
   KILN_CHECK(IntArrayRef(shape) == dst.sizes(), "output with shape ", dst.sizes(),
              " doesn't match the broadcast shape ", IntArrayRef(shape));
-  if (!has_data(dst.device()) || !has_data(src.device())) return;
   if (dst.device() == src.device()) {
     Tensor source = src;
     if (src.shares_memory(dst) && !src.is_same(dst)) source = clone(src);
@@ -58,8 +57,11 @@ void copy_data(const Tensor& dst, const Tensor& src, bool non_blocking) {
     return;
   }
   // Across devices: bytes move contiguous and in the destination's dtype; conversion and
-  // broadcasting happen on whichever side is convenient.
+  // broadcasting happen on whichever side is convenient. The meta device keeps no bytes:
+  // nothing moves onto it, and nothing can come off it.
+  KILN_CHECK_NOT_IMPLEMENTED(!src.is_meta(), "Cannot copy out of meta tensor; no data!");
   Tensor staged = contiguous(to_dtype(src, dst.dtype()));
+  if (dst.is_meta()) return;
   if (IntArrayRef(staged.sizes()) != dst.sizes() || !dst.is_contiguous()) {
     Tensor landing = empty_output(staged.sizes(), dst.dtype(), dst.device(), "copy_");
     cuda::copy_bytes(landing.raw_data_ptr(), dst.device(), staged.raw_data_ptr(), staged.device(),
@@ -78,7 +80,6 @@ void fill_(const Tensor& dst, const Scalar& value) {
 }
 
 void fill_data(const Tensor& dst, const Scalar& value) {
-  if (!has_data(dst.device())) return;
   require_kernel(kernels_for(dst.device().type()).fill, "fill_", dst.device())(dst, value);
 }
 

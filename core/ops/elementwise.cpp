@@ -32,14 +32,12 @@ Tensor wrapped_scalar(const Scalar& value) {
   const DType dtype = value.is_floating_point() ? DType::Float64
                       : value.is_bool()         ? DType::Bool
                                                 : DType::Int64;
-  // Wrapped numbers live on the CPU; a step planned for the CPU counts them as it counts
-  // everything else there (Note [Planning on the meta device]).
-  const Device device = meta_stands_for() == DeviceType::CPU ? kMeta : kCPU;
+  const Device device = wrapped_number_device();
   auto storage = Storage::allocate(itemsize(dtype), device, false, {MemoryOrigin::Allocated, "wrapped number", {}});
   Tensor t(std::make_shared<TensorImpl>(std::move(storage), Shape{}, Shape{}, 0, dtype,
                                         AutogradTerms{},
                                         Provenance{TensorOrigin::WrappedNumber, "scalar", {}}));
-  if (has_data(device)) kernels_for(DeviceType::CPU).fill(t, value);
+  kernels_for(device.type()).fill(t, value);
   return t;
 }
 
@@ -71,11 +69,8 @@ Tensor on_device(const Tensor& t, Device device) {
 Tensor unary(UnaryOp op, const Tensor& x) {
   const DType dtype = unary_result_dtype(op, x.dtype());
   Tensor out = empty_output(x.sizes(), dtype, x.device(), op_name(op));
-  if (!has_data(x.device()) && !is_planned(x.device())) return out;
-  // The kernel's input in the output's dtype: a copy when it differs (also made, without
-  // data, when a step is planned).
+  // The kernel's input in the output's dtype: a copy when it differs.
   const Tensor input = to_dtype(x, dtype);
-  if (!has_data(x.device())) return out;
   require_kernel(kernels_for(x.device().type()).unary[static_cast<int>(op)], op_name(op), x.device())(out, input);
   return out;
 }
@@ -119,10 +114,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Device device = common_device({{"self", &a}, {"other", &b}});
   const BinaryPlan plan = plan_binary(op, a, b);
   Tensor out = empty_output(broadcast_shapes(a.sizes(), b.sizes()), plan.output, device, op_name(op));
-  if (!has_data(device) && !is_planned(device)) return out;
   const Tensor rhs = on_device(to_dtype(b, plan.compute), device);
   const Tensor lhs = on_device(to_dtype(a, plan.compute), device);
-  if (!has_data(device)) return out;
   if (op == BinaryOp::Pow) check_pow_exponent(b, plan.compute);
   require_kernel(kernels_for(device.type()).binary[static_cast<int>(op)], op_name(op), device)(out, lhs, rhs);
   return out;
@@ -138,20 +131,12 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
   const Shape shape = broadcast_shapes(self.sizes(), other.sizes());
   KILN_CHECK(IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
              " doesn't match the broadcast shape ", IntArrayRef(shape));
-  if (!has_data(device) && !is_planned(device)) return;
   Tensor rhs = on_device(to_dtype(other, plan.compute), device);
   // An input that overlaps self in a different order (x.add_(x.t())) would be read after it
   // was written: read it from a copy.
   if (rhs.shares_memory(self) && !(rhs.sizes() == self.sizes() && rhs.strides() == self.strides() &&
                                    rhs.storage_offset() == self.storage_offset())) {
     rhs = clone(rhs);
-  }
-  if (!has_data(device)) {
-    if (plan.output != self.dtype() || plan.compute != self.dtype()) {
-      const Tensor result = empty_output(self.sizes(), plan.output, device, op_name(op));
-      const Tensor widened = to_dtype(self, plan.compute);
-    }
-    return;
   }
   if (op == BinaryOp::Pow) check_pow_exponent(rhs, plan.compute);
   const auto kernel =
@@ -178,10 +163,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   const DType dtype = result_type(a, b);
   Tensor out = empty_output(broadcast_shapes(condition.sizes(), broadcast_shapes(a.sizes(), b.sizes())),
                             dtype, device, "where");
-  if (!has_data(device) && !is_planned(device)) return out;
   const Tensor other = on_device(to_dtype(b, dtype), device);
   const Tensor self = on_device(to_dtype(a, dtype), device);
-  if (!has_data(device)) return out;
   require_kernel(kernels_for(device.type()).where, "where", device)(out, on_device(condition, device), self, other);
   return out;
 }

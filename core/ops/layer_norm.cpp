@@ -32,10 +32,8 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, std::i
   Tensor out = empty_output(input.sizes(), input.dtype(), input.device(), "native_layer_norm");
   Tensor mean = empty_output({rows}, input.dtype(), input.device(), "native_layer_norm");
   Tensor rstd = empty_output({rows}, input.dtype(), input.device(), "native_layer_norm");
-  if (has_data(input.device())) {
-    forward(out, mean, rstd, x, weight.defined() ? ops::contiguous(weight) : weight,
-            bias.defined() ? ops::contiguous(bias) : bias, eps);
-  }
+  forward(out, mean, rstd, x, weight.defined() ? ops::contiguous(weight) : weight,
+          bias.defined() ? ops::contiguous(bias) : bias, eps);
   return {out, mean, rstd};
 }
 
@@ -52,7 +50,7 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
   if (need[0]) grad_input = empty_output(input.sizes(), input.dtype(), input.device(), op);
   if (need[1] && weight.defined()) grad_weight = empty_output(weight.sizes(), weight.dtype(), weight.device(), op);
   if (need[2] && bias.defined()) grad_bias = empty_output(bias.sizes(), bias.dtype(), bias.device(), op);
-  if (has_data(input.device()) && (grad_input.defined() || grad_weight.defined() || grad_bias.defined())) {
+  if ((grad_input.defined() || grad_weight.defined() || grad_bias.defined())) {
     backward(grad_input, grad_weight, grad_bias, ops::contiguous(grad_output), ops::contiguous(input), mean, rstd,
              weight.defined() ? ops::contiguous(weight) : weight);
   }

@@ -2,7 +2,6 @@
 #include "core/ops/linalg.h"
 
 #include "core/kernels.h"
-#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
 #include "core/ops/view.h"
@@ -38,8 +37,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
              a.sizes()[0], ", ", a.sizes()[2], "] but got: [", b.sizes()[0], ", ", b.sizes()[1], "].");
   check_same_dtype(a, b);
   Tensor out = empty_output({a.sizes()[0], a.sizes()[1], b.sizes()[2]}, a.dtype(), device, "bmm");
-  if (!runs_kernels(device) || out.numel() == 0) return out;
-  require_kernel(kernels_for(route_device_type(device)).bmm, "bmm", device)(out, a, b);
+  if (out.numel() == 0) return out;
+  require_kernel(kernels_for(device.type()).bmm, "bmm", device)(out, a, b);
   return out;
 }
 
@@ -56,9 +55,8 @@ void mm_out(const Tensor& out, const Tensor& a, const Tensor& b) {
                  out.is_contiguous(),
              "mm_out: expected a contiguous ", scalar_type_name(a.dtype()), " out of size [", a.sizes()[0], ", ",
              b.sizes()[1], "], got ", scalar_type_name(out.dtype()), " ", out.sizes());
-  if (!runs_kernels(device) || out.numel() == 0) return;
-  require_kernel(kernels_for(route_device_type(device)).bmm, "mm", device)(unsqueeze(out, 0), unsqueeze(a, 0),
-                                                                           unsqueeze(b, 0));
+  if (out.numel() == 0) return;
+  require_kernel(kernels_for(device.type()).bmm, "mm", device)(unsqueeze(out, 0), unsqueeze(a, 0), unsqueeze(b, 0));
   out.impl()->storage()->bump_version();
 }
 

@@ -1,7 +1,6 @@
 // core/ops/optim.cpp — raw fused optimizer updates.
 #include "core/ops/optim.h"
 
-#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/checks.h"
 #include "core/ops/copy.h"
@@ -19,24 +18,24 @@ bool all_like(const Tensor& p, std::initializer_list<const Tensor*> others) {
       return false;
     }
   }
-  return p.is_contiguous() && route_device_type(p.device()) != DeviceType::Meta;
+  return p.is_contiguous();
 }
 
 }  // namespace
 
 bool can_fuse_adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v) {
   return g.defined() && m.defined() && v.defined() && all_like(p, {&g, &m, &v}) &&
-         kernels_for(route_device_type(p.device())).adam != nullptr;
+         kernels_for(p.device().type()).adam != nullptr;
 }
 
 bool can_fuse_sgd(const Tensor& p, const Tensor& g, const Tensor& buf) {
-  return g.defined() && all_like(p, {&g, &buf}) && kernels_for(route_device_type(p.device())).sgd != nullptr;
+  return g.defined() && all_like(p, {&g, &buf}) && kernels_for(p.device().type()).sgd != nullptr;
 }
 
 void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) {
   KILN_CHECK(can_fuse_sgd(param, grad, momentum_buffer),
              "sgd_step_: param, grad and momentum buffer must be contiguous with one device, dtype and shape");
-  if (has_data(param.device())) kernels_for(param.device().type()).sgd(param, grad, momentum_buffer, step);
+  kernels_for(param.device().type()).sgd(param, grad, momentum_buffer, step);
   for (const Tensor* t : {&param, &momentum_buffer}) {
     if (t->defined()) t->impl()->storage()->bump_version();
   }
@@ -48,9 +47,7 @@ void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, 
              "adam_step_: param, grad and state must be contiguous with one device, dtype and shape");
   KILN_CHECK(!step.amsgrad || (max_exp_avg_sq.defined() && max_exp_avg_sq.sizes() == param.sizes()),
              "adam_step_: amsgrad needs max_exp_avg_sq");
-  if (has_data(param.device())) {
-    kernels_for(param.device().type()).adam(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step);
-  }
+  kernels_for(param.device().type()).adam(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step);
   for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq, &max_exp_avg_sq}) {
     if (t->defined()) t->impl()->storage()->bump_version();
   }
@@ -64,7 +61,6 @@ void unscale_and_check_(const TensorList& grads, double inv_scale, const Tensor&
     KILN_CHECK(is_floating_point(g.dtype()), "unscale: gradients must be floating point, got ",
                scalar_type_name(g.dtype()));
     (void)common_device({{"found_inf", &found_inf}, {"grad", &g}});
-    if (!has_data(g.device())) continue;
     const UnscaleKernel kernel = require_kernel(kernels_for(g.device().type()).unscale, "unscale", g.device());
     if (g.is_contiguous()) {
       kernel(g, inv_scale, found_inf);

@@ -1,7 +1,6 @@
 // core/ops/random.cpp — raw random fills.
 #include "core/ops/random.h"
 
-#include "core/meta_allocations.h"
 #include "core/ops/allocate.h"
 #include "core/ops/copy.h"
 
@@ -31,13 +30,6 @@ void random_data(const Tensor& self, RandomKind kind, double a, double b) {
       break;
   }
   if (self.numel() == 0) return;
-  if (!has_data(self.device())) {
-    // A planned step: the staging buffer a strided fill draws into is memory too.
-    if (is_planned(self.device()) && !self.is_contiguous()) {
-      const Tensor staged = empty_output(self.sizes(), self.dtype(), self.device(), "random_");
-    }
-    return;
-  }
   const auto kernel = require_kernel(kernels_for(self.device().type()).random, "random_", self.device());
   if (self.is_contiguous()) {
     kernel(self, kind, a, b);

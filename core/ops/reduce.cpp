@@ -38,7 +38,6 @@ Tensor reduce(ReduceOp op, const Tensor& x, IntArrayRef dims, bool keepdim, DTyp
   }
   Tensor out = empty_output(reduced_shape(x.sizes(), wrapped, keepdim), out_dtype, x.device(),
                             reduce_name(op));
-  if (!has_data(x.device())) return out;
   // The kernel writes through a keepdim-shaped view of the same memory.
   const Shape kept = reduced_shape(x.sizes(), wrapped, true);
   Tensor out_kept = make_view(out, kept, contiguous_strides(kept), 0, reduce_name(op));
@@ -71,8 +70,8 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims, std::int6
   for (auto d : wrapped) n *= x.sizes()[d];
   const auto divisor = static_cast<double>(std::max<std::int64_t>(n - correction, 0));
   const Shape shape = reduced_shape(x.sizes(), wrapped, keepdim);
-  const VarMeanKernel kernel = has_data(x.device()) ? kernels_for(x.device().type()).var_mean : nullptr;
-  if (kernel == nullptr && has_data(x.device())) {
+  const VarMeanKernel kernel = kernels_for(x.device().type()).var_mean;
+  if (kernel == nullptr) {
     // Composed: the mean, the centred squares, their mean with N - correction as its count.
     const Tensor mean = ops::mean(x, wrapped, true, static_cast<double>(n));
     const Tensor centred = binary(BinaryOp::Sub, x, mean);
@@ -82,7 +81,6 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, IntArrayRef dims, std::int6
   }
   Tensor var = empty_output(shape, x.dtype(), x.device(), "var");
   Tensor mean = with_mean ? empty_output(shape, x.dtype(), x.device(), "var_mean") : Tensor();
-  if (!has_data(x.device())) return {var, mean};
   // The kernel writes through keepdim-shaped views of the same memory.
   const Shape kept = reduced_shape(x.sizes(), wrapped, true);
   const Shape strides = contiguous_strides(kept);
@@ -111,7 +109,7 @@ std::tuple<Tensor, Tensor> extreme_dim(const Tensor& x, std::int64_t dim, bool k
   if (x.dim() == 0) {
     // A 0-dim tensor is its own max, at index 0.
     Tensor idx = empty_output({}, DType::Int64, x.device(), name);
-    if (has_data(x.device())) fill_data(idx, 0);
+    fill_data(idx, 0);
     return {clone(x), idx};
   }
   KILN_CHECK_INDEX(x.sizes()[d] != 0, name, "(): Expected reduction dim ", d,
@@ -120,7 +118,6 @@ std::tuple<Tensor, Tensor> extreme_dim(const Tensor& x, std::int64_t dim, bool k
   const Shape shape = reduced_shape(x.sizes(), dims, keepdim);
   Tensor values = empty_output(shape, x.dtype(), x.device(), name);
   Tensor indices = empty_output(shape, DType::Int64, x.device(), name);
-  if (!has_data(x.device())) return {values, indices};
   const Shape kept = reduced_shape(x.sizes(), dims, true);
   const Shape strides = contiguous_strides(kept);
   require_kernel(kernels_for(x.device().type()).arg_reduce, name, x.device())(

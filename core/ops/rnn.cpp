@@ -40,7 +40,7 @@ void lstm_cell_forward(const Tensor& gates, const Tensor& c, const Tensor& h, co
                        const Tensor& projected, const Tensor& c_prev) {
   check_step(gates, {&recurrent, &projected}, c, {&h, &c_prev});
   const auto forward = require_kernel(kernels_of(gates).forward, "lstm_cell", gates.device());
-  if (has_data(gates.device())) forward(gates, c, h, recurrent, projected, c_prev);
+  forward(gates, c, h, recurrent, projected, c_prev);
   for (const Tensor* t : {&gates, &c, &h}) t->impl()->storage()->bump_version();
 }
 
@@ -48,7 +48,7 @@ void lstm_cell_backward(const Tensor& grad_gates, const Tensor& grad_c, const Te
                         const Tensor& grad_output, const Tensor& gates, const Tensor& c, const Tensor& c_prev) {
   check_step(grad_gates, {&gates}, grad_c, {&grad_h, &grad_output, &c, &c_prev});
   const auto backward = require_kernel(kernels_of(grad_gates).backward, "lstm_cell_backward", grad_gates.device());
-  if (has_data(grad_gates.device())) backward(grad_gates, grad_c, grad_h, grad_output, gates, c, c_prev);
+  backward(grad_gates, grad_c, grad_h, grad_output, gates, c, c_prev);
   for (const Tensor* t : {&grad_gates, &grad_c}) t->impl()->storage()->bump_version();
 }
 
