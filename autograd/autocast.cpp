@@ -98,8 +98,7 @@ bool pending() noexcept {
   return (state.enabled[slot(DeviceType::CPU)] || state.enabled[slot(DeviceType::CUDA)]) && !state.excluded;
 }
 
-ExcludeGuard::ExcludeGuard() noexcept : previous_(state.excluded) { state.excluded = true; }
-ExcludeGuard::~ExcludeGuard() { state.excluded = previous_; }
+ExcludeGuard::ExcludeGuard() noexcept : excluded_(state.excluded, true) {}
 
 namespace {
 

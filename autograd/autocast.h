@@ -23,6 +23,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/scoped_value.h"
 #include "core/tensor.h"
 
 namespace kiln::amp {
@@ -101,12 +102,9 @@ bool pending() noexcept;
 class ExcludeGuard {
  public:
   ExcludeGuard() noexcept;
-  ~ExcludeGuard();
-  ExcludeGuard(const ExcludeGuard&) = delete;
-  ExcludeGuard& operator=(const ExcludeGuard&) = delete;
 
  private:
-  bool previous_;
+  ScopedValue<bool> excluded_;
 };
 
 /// Collects the op's tensor arguments; non-tensor arguments are skipped.

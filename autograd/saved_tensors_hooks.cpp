@@ -1,4 +1,4 @@
-// autograd/saved_tensors_hooks.cpp — the guard's push and pop.
+// autograd/saved_tensors_hooks.cpp — the guard's push (its pop is ScopedValue's restore).
 #include "autograd/saved_tensors_hooks.h"
 
 #include <utility>
@@ -6,9 +6,6 @@
 namespace kiln::autograd {
 
 SavedTensorsHooksGuard::SavedTensorsHooksGuard(SavedTensorsHooks hooks)
-    : previous_(std::exchange(detail::t_saved_tensors_hooks,
-                              std::make_shared<const SavedTensorsHooks>(std::move(hooks)))) {}
-
-SavedTensorsHooksGuard::~SavedTensorsHooksGuard() { detail::t_saved_tensors_hooks = std::move(previous_); }
+    : hooks_(detail::t_saved_tensors_hooks, std::make_shared<const SavedTensorsHooks>(std::move(hooks))) {}
 
 }  // namespace kiln::autograd

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/scoped_value.h"
 #include "core/tensor.h"
 
 namespace kiln::autograd {
@@ -30,12 +31,9 @@ struct SavedTensorsHooks {
 class SavedTensorsHooksGuard {
  public:
   explicit SavedTensorsHooksGuard(SavedTensorsHooks hooks);
-  ~SavedTensorsHooksGuard();
-  SavedTensorsHooksGuard(const SavedTensorsHooksGuard&) = delete;
-  SavedTensorsHooksGuard& operator=(const SavedTensorsHooksGuard&) = delete;
 
  private:
-  std::shared_ptr<const SavedTensorsHooks> previous_;
+  ScopedValue<std::shared_ptr<const SavedTensorsHooks>> hooks_;
 };
 
 namespace detail {

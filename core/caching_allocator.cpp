@@ -440,6 +440,11 @@ std::string CachingAllocator::memory_summary() const {
     os << "| " << label << "|" << cell(fmt(st.current), 11) << " |" << cell(fmt(st.peak), 11) << " |"
        << cell(fmt(st.allocated), 11) << " |" << cell(fmt(st.freed), 11) << " |\n";
   };
+  auto row_by_pool = [&](const std::string& name, const Stat& total, const Stat& large, const Stat& small) {
+    row(name, total, true);
+    row("      from large pool", large, true);
+    row("      from small pool", small, true);
+  };
   rule('=');
   centred("Kiln " + backend_.kind() + " memory summary, " + backend_.name());
   rule('-');
@@ -452,16 +457,12 @@ std::string CachingAllocator::memory_summary() const {
   rule('=');
   os << "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n";
   rule('-');
-  row("Allocated memory", s.allocated_bytes, true);
-  row("      from large pool", s.large_pool_allocated_bytes, true);
-  row("      from small pool", s.small_pool_allocated_bytes, true);
+  row_by_pool("Allocated memory", s.allocated_bytes, s.large_pool_allocated_bytes, s.small_pool_allocated_bytes);
   rule('-');
   row("Active memory", s.active_bytes, true);
   row("Requested memory", s.requested_bytes, true);
   rule('-');
-  row("GPU reserved memory", s.reserved_bytes, true);
-  row("      from large pool", s.large_pool_reserved_bytes, true);
-  row("      from small pool", s.small_pool_reserved_bytes, true);
+  row_by_pool("GPU reserved memory", s.reserved_bytes, s.large_pool_reserved_bytes, s.small_pool_reserved_bytes);
   rule('-');
   row("Non-releasable memory", s.inactive_split_bytes, true);
   rule('-');

@@ -5,11 +5,7 @@
 
 namespace kiln::capture {
 
-Observer* set_observer(Observer* o) {
-  Observer* previous = detail::t_observer;
-  detail::t_observer = o;
-  return previous;
-}
+Observer* set_observer(Observer* o) { return std::exchange(detail::t_observer, o); }
 
 void host_access(const Tensor& t, const char* how, std::source_location where) {
   if (Observer* o = observer()) o->host_access(t, how, where);

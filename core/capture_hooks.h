@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <source_location>
 #include <string>
+#include <utility>
 
 #include "core/allocator.h"
 #include "core/device.h"
@@ -68,11 +69,7 @@ inline thread_local ScratchSource* t_scratch = nullptr;
 /// This thread's scratch source (nullptr outside a replayed kernel).
 inline ScratchSource* scratch_source() { return detail::t_scratch; }
 /// Installs `s` on this thread and returns the previous one.
-inline ScratchSource* set_scratch_source(ScratchSource* s) {
-  ScratchSource* previous = detail::t_scratch;
-  detail::t_scratch = s;
-  return previous;
-}
+inline ScratchSource* set_scratch_source(ScratchSource* s) { return std::exchange(detail::t_scratch, s); }
 
 /// This thread's observer (nullptr when no capture runs).
 inline Observer* observer() { return detail::t_observer; }

@@ -13,46 +13,39 @@
 // Read next: autograd/function.h.
 #pragma once
 
+#include "core/scoped_value.h"
+
 namespace kiln {
 
 /// True when ops record autograd history on this thread (the default).
 bool is_grad_enabled();
 void set_grad_enabled(bool enabled);
 
-/// Disables recording for its scope and restores the previous mode on exit.
-class NoGradGuard {
+namespace detail {
+/// This thread's grad mode, the one variable is_grad_enabled reads and the guards set.
+bool& grad_enabled_flag();
+}  // namespace detail
+
+/// Sets the mode to `enabled` for its scope and restores the previous mode on exit (the engine
+/// uses it for create_graph). See Note [Guards that restore a value].
+class GradModeGuard {
  public:
-  NoGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(false); }
-  ~NoGradGuard() { set_grad_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool enabled) : mode_(detail::grad_enabled_flag(), enabled) {}
 
  private:
-  bool previous_;
+  ScopedValue<bool> mode_;
+};
+
+/// Disables recording for its scope and restores the previous mode on exit.
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
 };
 
 /// Enables recording for its scope (inside a NoGradGuard) and restores the mode on exit.
-class EnableGradGuard {
+class EnableGradGuard : public GradModeGuard {
  public:
-  EnableGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(true); }
-  ~EnableGradGuard() { set_grad_enabled(previous_); }
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
-
-/// Sets the mode to `enabled` for its scope (the engine uses it for create_graph).
-class GradModeGuard {
- public:
-  explicit GradModeGuard(bool enabled) : previous_(is_grad_enabled()) { set_grad_enabled(enabled); }
-  ~GradModeGuard() { set_grad_enabled(previous_); }
-  GradModeGuard(const GradModeGuard&) = delete;
-  GradModeGuard& operator=(const GradModeGuard&) = delete;
-
- private:
-  bool previous_;
+  EnableGradGuard() : GradModeGuard(true) {}
 };
 
 }  // namespace kiln

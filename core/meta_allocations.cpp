@@ -35,8 +35,7 @@ void release_observed(void* context, void*) {
 
 DeviceType meta_stands_for() { return stands_for; }
 
-MetaStandsForGuard::MetaStandsForGuard(DeviceType type) : previous_(std::exchange(stands_for, type)) {}
-MetaStandsForGuard::~MetaStandsForGuard() { stands_for = previous_; }
+MetaStandsForGuard::MetaStandsForGuard(DeviceType type) : stands_for_(stands_for, type) {}
 
 MetaAllocationObserver* set_meta_allocation_observer(MetaAllocationObserver* observer) {
   generation.fetch_add(1, std::memory_order_acq_rel);

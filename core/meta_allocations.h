@@ -14,6 +14,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/provenance.h"
+#include "core/scoped_value.h"
 
 namespace kiln {
 
@@ -61,12 +62,9 @@ inline DeviceType route_device_type(Device device) {
 class MetaStandsForGuard {
  public:
   explicit MetaStandsForGuard(DeviceType type);
-  ~MetaStandsForGuard();
-  MetaStandsForGuard(const MetaStandsForGuard&) = delete;
-  MetaStandsForGuard& operator=(const MetaStandsForGuard&) = delete;
 
  private:
-  DeviceType previous_;
+  ScopedValue<DeviceType> stands_for_;
 };
 
 /// The DataPtr of a new meta storage: empty, or, while an observer is installed, one whose

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -113,11 +114,7 @@ inline std::atomic<SpanObserver*> g_span_observer{nullptr};
 /// This thread's profiler (nullptr when none records here).
 inline Observer* observer() { return detail::t_observer; }
 /// Installs `o` on this thread and returns the previous one.
-inline Observer* set_observer(Observer* o) {
-  Observer* previous = detail::t_observer;
-  detail::t_observer = o;
-  return previous;
-}
+inline Observer* set_observer(Observer* o) { return std::exchange(detail::t_observer, o); }
 
 /// The allocator's listener (nullptr when no profiler records memory).
 inline MemoryObserver* memory_observer() { return detail::g_memory_observer.load(std::memory_order_acquire); }

@@ -83,43 +83,33 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
-TensorList Module::parameters(bool recurse) const {
+namespace {
+
+TensorList tensors_of(const NamedTensors& named) {
   TensorList out;
-  for (const auto& [name, p] : named_parameters(recurse)) out.push_back(p);
+  for (const auto& [name, t] : named) out.push_back(t);
   return out;
 }
 
-NamedTensors Module::named_parameters(bool recurse) const {
+}  // namespace
+
+NamedTensors Module::named_slots(std::vector<Slot> Module::*slots, bool recurse) const {
   NamedTensors out;
-  for (const Slot& s : parameters_) {
+  for (const Slot& s : this->*slots) {
     if (s.tensor->defined()) out.emplace_back(s.name, *s.tensor);
   }
   if (recurse) {
     for (const auto& [name, child] : children_) {
-      for (auto& [n, p] : child->named_parameters(true)) out.emplace_back(name + "." + n, p);
+      for (auto& [n, t] : child->named_slots(slots, true)) out.emplace_back(name + "." + n, t);
     }
   }
   return out;
 }
 
-TensorList Module::buffers(bool recurse) const {
-  TensorList out;
-  for (const auto& [name, b] : named_buffers(recurse)) out.push_back(b);
-  return out;
-}
-
-NamedTensors Module::named_buffers(bool recurse) const {
-  NamedTensors out;
-  for (const Slot& s : buffers_) {
-    if (s.tensor->defined()) out.emplace_back(s.name, *s.tensor);
-  }
-  if (recurse) {
-    for (const auto& [name, child] : children_) {
-      for (auto& [n, b] : child->named_buffers(true)) out.emplace_back(name + "." + n, b);
-    }
-  }
-  return out;
-}
+TensorList Module::parameters(bool recurse) const { return tensors_of(named_parameters(recurse)); }
+NamedTensors Module::named_parameters(bool recurse) const { return named_slots(&Module::parameters_, recurse); }
+TensorList Module::buffers(bool recurse) const { return tensors_of(named_buffers(recurse)); }
+NamedTensors Module::named_buffers(bool recurse) const { return named_slots(&Module::buffers_, recurse); }
 
 std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;

@@ -212,6 +212,9 @@ class Module {
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name, const char* what) const;
   void move_tensors(std::optional<Device> device, std::optional<DType> dtype);
+  /// The defined tensors of `slots` (parameters_ or buffers_) here and, with `recurse`, in every
+  /// descendant, under dotted names: named_parameters' and named_buffers' one walk.
+  NamedTensors named_slots(std::vector<Slot> Module::*slots, bool recurse) const;
 
   std::string type_name_;
   std::vector<Slot> parameters_;

@@ -200,19 +200,23 @@ Tensor caller_layout(const Tensor& output, bool unbatched, bool batch_first) {
 
 }  // namespace
 
-RNN::RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
-    : RNNBase("RNN", simple_mode(options.nonlinearity), input_size, hidden_size, options) {}
-
-RNN::RNN(const RNNOptions& options) : RNN(options.input_size(), options.hidden_size(), options.args()) {}
-
-std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
-  capture::Scope scope(this, "RNN", {&input, &hx});  // Note [Layer scopes]
+std::tuple<Tensor, Tensor> RNNBase::forward_hidden_only(const char* layer, const Tensor& input, const Tensor& hx) {
+  capture::Scope scope(this, layer, {&input, &hx});  // Note [Layer scopes]
   const auto [x, unbatched] = sequence_first(input);
   const auto [output, finals] = run(x, {initial_state(hx, x, unbatched, "hidden")});
   const Tensor y = caller_layout(output, unbatched, options.batch_first),
                h_n = unbatched ? finals[0].squeeze(1) : finals[0];
   scope.returns({&y, &h_n});
   return {y, h_n};
+}
+
+RNN::RNN(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
+    : RNNBase("RNN", simple_mode(options.nonlinearity), input_size, hidden_size, options) {}
+
+RNN::RNN(const RNNOptions& options) : RNN(options.input_size(), options.hidden_size(), options.args()) {}
+
+std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
+  return forward_hidden_only("RNN", input, hx);
 }
 
 LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions& options)
@@ -247,13 +251,7 @@ GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, const RNNBaseOptions
 GRU::GRU(const GRUOptions& options) : GRU(options.input_size(), options.hidden_size(), options.args()) {}
 
 std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
-  capture::Scope scope(this, "GRU", {&input, &hx});  // Note [Layer scopes]
-  const auto [x, unbatched] = sequence_first(input);
-  const auto [output, finals] = run(x, {initial_state(hx, x, unbatched, "hidden")});
-  const Tensor y = caller_layout(output, unbatched, options.batch_first),
-               h_n = unbatched ? finals[0].squeeze(1) : finals[0];
-  scope.returns({&y, &h_n});
-  return {y, h_n};
+  return forward_hidden_only("GRU", input, hx);
 }
 
 // Hooks see the tensors of a call flattened, in forward's order (Note [Module calls]).

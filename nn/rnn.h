@@ -66,6 +66,9 @@ class RNNBase : public Module {
   /// `given` (or zeros) as [layers * directions, batch, hidden], checked against `input`.
   Tensor initial_state(const Tensor& given, const Tensor& input, bool unbatched, const char* what) const;
   std::int64_t directions() const { return options.bidirectional ? 2 : 1; }
+  /// RNN's and GRU's forward, whose state is h alone: (input, h_0) -> (output, h_n), recorded
+  /// as one `layer` scope for a capture.
+  std::tuple<Tensor, Tensor> forward_hidden_only(const char* layer, const Tensor& input, const Tensor& hx);
   /// RNN's and GRU's call, (input, h_0) -> (output, h_n): `forward_fn` between the hooks when
   /// there are any (Note [Module calls]).
   template <class Forward>

@@ -422,7 +422,16 @@ class Tap final : public MemoryObserver, public SpanObserver {
 
 namespace {
 std::atomic<bool> g_profiling{false};
+
+/// Writes `text` to `path`, with the profiler's errors when the file cannot be opened or written.
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path);
+  KILN_CHECK(file.good(), "profiler: cannot open '", path, "' for writing");
+  file << text;
+  KILN_CHECK(file.good(), "profiler: writing '", path, "' failed");
 }
+
+}  // namespace
 
 Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
   if (options_.schedule) options_.schedule->validate();
@@ -557,27 +566,17 @@ EventList Profile::key_averages(bool group_by_input_shape, int group_by_stack_n)
 void Profile::export_stacks(const std::string& path, const std::string& metric) const {
   check_finished();
   KILN_CHECK_VALUE(options_.with_stack, "export_stacks: the profile was recorded without with_stack=true");
-  const std::string text = collapsed_stacks(events_, metric);
-  std::ofstream file(path);
-  KILN_CHECK(file.good(), "profiler: cannot open '", path, "' for writing");
-  file << text;
-  KILN_CHECK(file.good(), "profiler: writing '", path, "' failed");
+  write_text_file(path, collapsed_stacks(events_, metric));
 }
 
 void Profile::export_chrome_trace(const std::string& path) const {
   check_finished();
-  std::ofstream file(path);
-  KILN_CHECK(file.good(), "profiler: cannot open '", path, "' for writing");
-  file << chrome_trace_json(events_, memory_, initial_allocated_);
-  KILN_CHECK(file.good(), "profiler: writing '", path, "' failed");
+  write_text_file(path, chrome_trace_json(events_, memory_, initial_allocated_));
 }
 
 void Profile::export_html(const std::string& path) const {
   check_finished();
-  std::ofstream file(path);
-  KILN_CHECK(file.good(), "profiler: cannot open '", path, "' for writing");
-  file << step_html(events_, memory_, initial_allocated_);
-  KILN_CHECK(file.good(), "profiler: writing '", path, "' failed");
+  write_text_file(path, step_html(events_, memory_, initial_allocated_));
 }
 
 }  // namespace kiln::profiler

@@ -122,24 +122,44 @@ struct ProdFn : Function<ProdFn> {
   }
 };
 
+// amax, amin and the 2-norm: reductions whose backward compares each input element with the
+// result. Their forward saves the input, the result and the reduced dims; their backward starts
+// from the result and the gradient put back into the input's shape.
+struct ReducedDims { Shape dims; bool keepdim; };
+
+/// Records `dims` (wrapped) and `keepdim`, runs `reduce`, and saves `x` and the result.
+template <class Fn, class Reduce>
+Tensor reduce_saving_result(Context<Fn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim, const Reduce& reduce) {
+  ctx.saved = {wrap_dims(dims, x.dim()), keepdim};
+  Tensor y = reduce();
+  ctx.save_for_backward({x, y});
+  return y;
+}
+
+/// The saved input, and the saved result and the incoming gradient with the reduced dims put
+/// back, so that both broadcast against the input.
+struct Unreduced { Tensor x, y, grad; };
+template <class Fn>
+Unreduced unreduced(Context<Fn>& ctx, const TensorList& g) {
+  const TensorList s = ctx.get_saved_variables();
+  const ReducedDims& d = ctx.saved;
+  return {s[0], unsqueeze_reduced(s[1], s[0].sizes(), d.dims, d.keepdim),
+          unsqueeze_reduced(g[0], s[0].sizes(), d.dims, d.keepdim)};
+}
+
 template <bool IsMax>
 struct AmaxFn : Function<AmaxFn<IsMax>> {
   static constexpr const char* name = IsMax ? "AmaxBackward0" : "AminBackward0";
-  struct Saved { Shape dims; bool keepdim; };
+  using Saved = ReducedDims;
   static Tensor forward(Context<AmaxFn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim) {
-    ctx.saved = {wrap_dims(dims, x.dim()), keepdim};
-    Tensor y = IsMax ? ops::amax(x, dims, keepdim) : ops::amin(x, dims, keepdim);
-    ctx.save_for_backward({x, y});
-    return y;
+    return reduce_saving_result(ctx, x, dims, keepdim,
+                                [&] { return IsMax ? ops::amax(x, dims, keepdim) : ops::amin(x, dims, keepdim); });
   }
   // the gradient is shared evenly between all elements equal to the extreme
   static TensorList backward(Context<AmaxFn>& ctx, const TensorList& g) {
-    const TensorList s = ctx.get_saved_variables();
-    const auto& d = ctx.saved;
-    const Tensor y = unsqueeze_reduced(s[1], s[0].sizes(), d.dims, d.keepdim);
-    const Tensor grad = unsqueeze_reduced(g[0], s[0].sizes(), d.dims, d.keepdim);
-    const Tensor mask = s[0] == y;
-    return {grad * mask / mask.sum(d.dims, true)};
+    const auto [x, y, grad] = unreduced(ctx, g);
+    const Tensor mask = x == y;
+    return {grad * mask / mask.sum(ctx.saved.dims, true)};
   }
 };
 
@@ -168,20 +188,16 @@ struct MaxDimFn : Function<MaxDimFn<IsMax>> {
 struct Norm2Fn : Function<Norm2Fn> {
   static constexpr const char* name = "NormBackward1";
   static constexpr amp::CastPolicy autocast_policy = amp::CastPolicy::Fp32;
-  struct Saved { Shape dims; bool keepdim; };
+  using Saved = ReducedDims;
   static Tensor forward(Context<Norm2Fn>& ctx, const Tensor& x, IntArrayRef dims, bool keepdim) {
-    ctx.saved = {wrap_dims(dims, x.dim()), keepdim};
-    Tensor y = ops::unary(UnaryOp::Sqrt, ops::sum(ops::binary(BinaryOp::Mul, x, x), dims, keepdim));
-    ctx.save_for_backward({x, y});
-    return y;
+    return reduce_saving_result(ctx, x, dims, keepdim, [&] {
+      return ops::unary(UnaryOp::Sqrt, ops::sum(ops::binary(BinaryOp::Mul, x, x), dims, keepdim));
+    });
   }
   // d ||x||/dx = x / ||x||, taken as 0 where the norm is 0 (PyTorch's subgradient)
   static TensorList backward(Context<Norm2Fn>& ctx, const TensorList& g) {
-    const TensorList s = ctx.get_saved_variables();
-    const auto& d = ctx.saved;
-    const Tensor y = unsqueeze_reduced(s[1], s[0].sizes(), d.dims, d.keepdim);
-    const Tensor grad = unsqueeze_reduced(g[0], s[0].sizes(), d.dims, d.keepdim);
-    return {where(y == 0, 0.0, grad * s[0] / y)};
+    const auto [x, y, grad] = unreduced(ctx, g);
+    return {where(y == 0, 0.0, grad * x / y)};
   }
 };
 

@@ -3,8 +3,7 @@
 // Note [The bias gradient inside the weight gradient].
 #include <algorithm>
 
-#include "compile/passes.h"
-#include "compile/storage_uses.h"
+#include "compile/passes/fusion.h"
 
 namespace kiln::compiler {
 
@@ -66,28 +65,21 @@ void fuse_conv_bias_backward(Graph& g) {
   const ConvKernels::BackwardWeightBias fused = registered_kernels(DeviceType::CPU).conv2d.backward_weight_bias;
   if (fused == nullptr) return;
   std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  std::vector<bool> removed(g.nodes.size(), false);
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    Node& weight = g.nodes[n];
-    if (removed[n] || weight.kind != Node::Kind::Kernel ||
-        weight.call->id().family != KernelFamily::ConvBackwardWeight) {
-      continue;
-    }
-    auto* call = dynamic_cast<WeightCall*>(weight.call.get());
-    if (call == nullptr) continue;
-    const auto& [grad_weight, grad_output, input, geometry, groups] = call->arguments();
-    if (grad_output.dim() != 4) continue;
+  fuse_each<WeightCall>(g, KernelFamily::ConvBackwardWeight, [&](std::size_t n, WeightCall& call,
+                                                                 std::vector<bool>& removed) {
+    const auto& [grad_weight, grad_output, input, geometry, groups] = call.arguments();
+    if (grad_output.dim() != 4) return;
     const StorageUses& dy = uses[storage_of(grad_output)];
     const std::optional<std::size_t> m = bias_sum_of(g, dy, grad_output, grad_weight.sizes()[0]);
-    if (!m || removed[*m]) continue;
+    if (!m || removed[*m]) return;
     const auto& [grad_bias, summed, dims, divisor] = dynamic_cast<const SumCall&>(*g.nodes[*m].call).arguments();
     const std::size_t first = std::min(n, *m), last = std::max(n, *m);
-    if (written_between(dy, first, last)) continue;
+    if (written_between(dy, first, last)) return;
     // Whichever half moves up must find its inputs unchanged and its output untouched.
-    if (*m > n && touched_between(uses[storage_of(grad_bias)], first, last)) continue;
+    if (*m > n && touched_between(uses[storage_of(grad_bias)], first, last)) return;
     if (*m < n && (written_between(uses[storage_of(input)], first, last) ||
                    touched_between(uses[storage_of(grad_weight)], first, last))) {
-      continue;
+      return;
     }
     auto replacement = std::make_unique<FusedCall>(KernelId{KernelFamily::ConvBackwardWeightBias, -1}, fused,
                                                    grad_weight, grad_bias, grad_output, input, geometry, groups);
@@ -95,8 +87,7 @@ void fuse_conv_bias_backward(Graph& g) {
     kept.call = std::move(replacement);
     kept.made_by = "fuse_conv_bias_backward";
     removed[last] = true;
-  }
-  remove_nodes(g, removed);
+  });
 }
 
 }  // namespace kiln::compiler

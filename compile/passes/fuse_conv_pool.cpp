@@ -2,8 +2,7 @@
 // become one kernel: a thin first layer pools each pair of rows as it makes them, a oneDNN
 // layer pools its blocked output without reordering it. See Note [A thin convolution pooled as
 // it is made].
-#include "compile/passes.h"
-#include "compile/storage_uses.h"
+#include "compile/passes/fusion.h"
 #include "core/backends.h"
 #include "core/routes.h"
 #include "core/cpu/cpu_kernels.h"
@@ -46,40 +45,31 @@ void fuse_conv_pool(Graph& g) {
   const ConvKernels::ForwardReluMaxPool fused = registered_kernels(DeviceType::CPU).conv2d.forward_relu_max_pool;
   if (fused == nullptr) return;
   std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  std::vector<bool> removed(g.nodes.size(), false);
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    Node& conv = g.nodes[n];
-    if (removed[n] || conv.kind != Node::Kind::Kernel || conv.call->id().family != KernelFamily::ConvForwardRelu) {
-      continue;
-    }
-    const auto* call = dynamic_cast<const ConvCall*>(conv.call.get());
-    if (call == nullptr) continue;
-    const auto& [out, input, weight, bias, geometry, groups] = call->arguments();
+  fuse_each<const ConvCall>(g, KernelFamily::ConvForwardRelu, [&](std::size_t n, const ConvCall& call,
+                                                                  std::vector<bool>& removed) {
+    const auto& [out, input, weight, bias, geometry, groups] = call.arguments();
     const bool thin = routes::cpu_conv2d(input.dtype(), weight.sizes(), groups) == routes::Route::Thin;
-    if (!(thin || backends::onednn_is_available()) || !covers_storage(out)) continue;
-    const StorageUses& a = uses[storage_of(out)];
-    if (a.pinned || a.writes.size() != 1 || a.reads.size() != 1 || a.reads.front() <= n) continue;
-    const std::size_t m = a.reads.front();
-    Node& pool = g.nodes[m];
-    if (removed[m] || pool.kind != Node::Kind::Kernel || pool.call->id().family != KernelFamily::MaxPool) continue;
-    const auto* pool_call = dynamic_cast<const PoolCall*>(pool.call.get());
-    if (pool_call == nullptr) continue;
+    if (!(thin || backends::onednn_is_available()) || !covers_storage(out)) return;
+    const std::optional<std::size_t> m = only_reader(uses[storage_of(out)]);
+    if (!m || *m <= n || removed[*m]) return;
+    const auto* pool_call = kernel_call<const PoolCall>(g.nodes[*m], KernelFamily::MaxPool);
+    if (pool_call == nullptr) return;
     const auto& [values, indices, pooled, pool_geometry] = pool_call->arguments();
     if (!pooled.is_same(out) && !(storage_of(pooled) == storage_of(out) && covers_storage(pooled) &&
                                   pooled.sizes() == out.sizes())) {
-      continue;
+      return;
     }
-    if ((thin && !cpu::thin_conv2d_pools_rows(pool_geometry)) || touched_between(uses[storage_of(values)], n, m) ||
-        touched_between(uses[storage_of(indices)], n, m)) {
-      continue;
+    if ((thin && !cpu::thin_conv2d_pools_rows(pool_geometry)) || touched_between(uses[storage_of(values)], n, *m) ||
+        touched_between(uses[storage_of(indices)], n, *m)) {
+      return;
     }
     auto replacement = std::make_unique<FusedCall>(KernelId{KernelFamily::ConvForwardReluMaxPool, -1}, fused, values,
                                                    indices, input, weight, bias, geometry, pool_geometry, groups);
+    Node& conv = g.nodes[n];
     conv.call = std::move(replacement);
     conv.made_by = "fuse_conv_pool";
-    removed[m] = true;
-  }
-  remove_nodes(g, removed);
+    removed[*m] = true;
+  });
 }
 
 }  // namespace kiln::compiler

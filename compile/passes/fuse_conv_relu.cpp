@@ -1,7 +1,6 @@
 // compile/passes/fuse_conv_relu.cpp — a convolution whose output only relu reads becomes one
 // kernel that writes relu's output directly. See Note [Convolution and relu in one pass].
-#include "compile/passes.h"
-#include "compile/storage_uses.h"
+#include "compile/passes/fusion.h"
 
 namespace kiln::compiler {
 
@@ -34,32 +33,27 @@ void fuse_conv_relu(Graph& g) {
   const ConvKernels::Forward fused = registered_kernels(DeviceType::CPU).conv2d.forward_relu;
   if (fused == nullptr) return;
   std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  std::vector<bool> removed(g.nodes.size(), false);
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    Node& conv = g.nodes[n];
-    if (removed[n] || conv.kind != Node::Kind::Kernel || conv.call->id().family != KernelFamily::ConvForward) continue;
-    auto* call = dynamic_cast<ConvCall*>(conv.call.get());
-    if (call == nullptr) continue;
-    const Tensor a = *call->tensors()[0];
-    const StorageUses& a_uses = uses[storage_of(a)];
-    if (a_uses.pinned || a_uses.writes.size() != 1 || a_uses.reads.size() != 1 || !covers_storage(a)) continue;
-    const std::size_t m = a_uses.reads.front();
-    Node& relu = g.nodes[m];
-    if (m <= n || removed[m] || relu.kind != Node::Kind::Kernel || !relu.call->id().is(UnaryOp::Relu)) continue;
+  fuse_each<ConvCall>(g, KernelFamily::ConvForward, [&](std::size_t n, ConvCall& call, std::vector<bool>& removed) {
+    const Tensor a = *call.tensors()[0];
+    if (!covers_storage(a)) return;
+    const std::optional<std::size_t> m = only_reader(uses[storage_of(a)]);
+    if (!m || *m <= n || removed[*m]) return;
+    Node& relu = g.nodes[*m];
+    if (relu.kind != Node::Kind::Kernel || !relu.call->id().is(UnaryOp::Relu)) return;
     const std::vector<Tensor*> relu_args = relu.call->tensors();  // (out, in)
     const Tensor b = *relu_args[0];
     if (!relu_args[1]->is_same(a) && !(storage_of(*relu_args[1]) == storage_of(a) && covers_storage(*relu_args[1]))) {
-      continue;
+      return;
     }
-    if (b.sizes() != a.sizes() || b.dtype() != a.dtype() || !b.is_contiguous()) continue;
-    if (storage_of(b) != storage_of(a) && touched_between(uses[storage_of(b)], n, m)) continue;
-    std::unique_ptr<ConvCall> replacement = call->retarget({KernelFamily::ConvForwardRelu, -1}, fused);
+    if (b.sizes() != a.sizes() || b.dtype() != a.dtype() || !b.is_contiguous()) return;
+    if (storage_of(b) != storage_of(a) && touched_between(uses[storage_of(b)], n, *m)) return;
+    std::unique_ptr<ConvCall> replacement = call.retarget({KernelFamily::ConvForwardRelu, -1}, fused);
     *replacement->tensors()[0] = b;
+    Node& conv = g.nodes[n];
     conv.call = std::move(replacement);
     conv.made_by = "fuse_conv_relu";
-    removed[m] = true;
-  }
-  remove_nodes(g, removed);
+    removed[*m] = true;
+  });
 }
 
 }  // namespace kiln::compiler

@@ -1,7 +1,6 @@
 // compile/passes/fuse_linear.cpp — linear's forward (a matrix product, the bias added, and
 // often relu) becomes one kernel. See Note [Linear in one kernel].
-#include "compile/passes.h"
-#include "compile/storage_uses.h"
+#include "compile/passes/fusion.h"
 
 namespace kiln::compiler {
 
@@ -25,44 +24,32 @@ namespace {
 using BmmCall = TypedCall<const Tensor&, const Tensor&, const Tensor&>;
 using FusedCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool>;
 
-/// The single reader of storage `s`, when it has exactly one and is written exactly once.
-std::optional<std::size_t> only_reader(std::map<const Storage*, StorageUses>& uses, const Storage* s) {
-  const StorageUses& u = uses[s];
-  if (u.pinned || u.writes.size() != 1 || u.reads.size() != 1) return std::nullopt;
-  return u.reads.front();
-}
-
 }  // namespace
 
 void fuse_linear(Graph& g) {
   const BmmBiasKernel fused = registered_kernels(DeviceType::CPU).bmm_bias;
   if (fused == nullptr) return;
   std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  std::vector<bool> removed(g.nodes.size(), false);
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    Node& product = g.nodes[n];
-    if (removed[n] || product.kind != Node::Kind::Kernel || product.call->id().family != KernelFamily::Bmm) continue;
-    auto* call = dynamic_cast<BmmCall*>(product.call.get());
-    if (call == nullptr) continue;
-    const std::vector<Tensor*> args = call->tensors();  // (O, x, wᵀ)
+  fuse_each<BmmCall>(g, KernelFamily::Bmm, [&](std::size_t n, BmmCall& call, std::vector<bool>& removed) {
+    const std::vector<Tensor*> args = call.tensors();  // (O, x, wᵀ)
     const Tensor out = *args[0];
-    if (!covers_storage(out) || out.dim() != 3) continue;
-    const std::optional<std::size_t> m = only_reader(uses, storage_of(out));
-    if (!m || *m <= n || removed[*m]) continue;
+    if (!covers_storage(out) || out.dim() != 3) return;
+    const std::optional<std::size_t> m = only_reader(uses[storage_of(out)]);
+    if (!m || *m <= n || removed[*m]) return;
     Node& add = g.nodes[*m];
-    if (add.kind != Node::Kind::Kernel || !add.call->id().is(BinaryOp::Add)) continue;
+    if (add.kind != Node::Kind::Kernel || !add.call->id().is(BinaryOp::Add)) return;
     const std::vector<Tensor*> add_args = add.call->tensors();  // (Y, O, bias)
     const Tensor bias = *add_args[2];
     if (storage_of(*add_args[1]) != storage_of(out) || !covers_storage(*add_args[1]) || bias.dim() != 1 ||
         bias.sizes()[0] != out.sizes()[2] || !bias.is_contiguous() || bias.dtype() != out.dtype()) {
-      continue;
+      return;
     }
     Tensor result = *add_args[0];
     std::size_t last = *m;
-    if (!covers_storage(result) || result.numel() != out.numel() || result.dtype() != out.dtype()) continue;
+    if (!covers_storage(result) || result.numel() != out.numel() || result.dtype() != out.dtype()) return;
     // relu after the add, when the add's result has no other reader.
     bool relu = false;
-    if (const std::optional<std::size_t> r = only_reader(uses, storage_of(result)); r && *r > *m && !removed[*r]) {
+    if (const std::optional<std::size_t> r = only_reader(uses[storage_of(result)]); r && *r > *m && !removed[*r]) {
       Node& next = g.nodes[*r];
       const std::vector<Tensor*> relu_args = next.kind == Node::Kind::Kernel ? next.call->tensors()
                                                                              : std::vector<Tensor*>{};
@@ -76,15 +63,14 @@ void fuse_linear(Graph& g) {
         last = *r;
       }
     }
-    if (storage_of(result) != storage_of(out) && touched_between(uses[storage_of(result)], n, last)) continue;
-    const std::vector<Tensor*> product_args = call->tensors();
+    if (storage_of(result) != storage_of(out) && touched_between(uses[storage_of(result)], n, last)) return;
+    Node& product = g.nodes[n];
     product.call = std::make_unique<FusedCall>(KernelId{KernelFamily::BmmBias, -1}, fused, with_geometry(result, out),
-                                               *product_args[1], *product_args[2], bias, relu);
+                                               *args[1], *args[2], bias, relu);
     product.made_by = "fuse_linear";
     removed[*m] = true;
     if (relu) removed[last] = true;
-  }
-  remove_nodes(g, removed);
+  });
 }
 
 }  // namespace kiln::compiler

@@ -1,8 +1,7 @@
 // compile/passes/fuse_pool_relu_backward.cpp — max pooling's backward and relu's backward
 // (threshold_backward) behind it become one kernel that masks on the pooled values. See
 // Note [Relu's backward through a max pool].
-#include "compile/passes.h"
-#include "compile/storage_uses.h"
+#include "compile/passes/fusion.h"
 
 namespace kiln::compiler {
 
@@ -46,42 +45,32 @@ void fuse_pool_relu_backward(Graph& g) {
   const MaxPoolBackwardReluKernel fused = registered_kernels(DeviceType::CPU).max_pool2d_backward_relu;
   if (fused == nullptr) return;
   std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  std::vector<bool> removed(g.nodes.size(), false);
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    Node& backward = g.nodes[n];
-    if (removed[n] || backward.kind != Node::Kind::Kernel ||
-        backward.call->id().family != KernelFamily::MaxPoolBackward) {
-      continue;
-    }
-    auto* call = dynamic_cast<PoolBackwardCall*>(backward.call.get());
-    if (call == nullptr) continue;
-    const std::vector<Tensor*> args = call->tensors();  // (G, dV, I)
+  fuse_each<PoolBackwardCall>(g, KernelFamily::MaxPoolBackward, [&](std::size_t n, PoolBackwardCall& call,
+                                                                    std::vector<bool>& removed) {
+    const std::vector<Tensor*> args = call.tensors();  // (G, dV, I)
     const Tensor grad = *args[0], pooled_grad = *args[1], indices = *args[2];
-    const StorageUses& g_uses = uses[storage_of(grad)];
-    if (g_uses.pinned || g_uses.writes.size() != 1 || g_uses.reads.size() != 1 || !covers_storage(grad)) continue;
-    const std::size_t m = g_uses.reads.front();
-    Node& threshold = g.nodes[m];
-    if (m <= n || removed[m] || threshold.kind != Node::Kind::Kernel ||
-        !threshold.call->id().is(BinaryOp::ThresholdBackward)) {
-      continue;
-    }
+    if (!covers_storage(grad)) return;
+    const std::optional<std::size_t> m = only_reader(uses[storage_of(grad)]);
+    if (!m || *m <= n || removed[*m]) return;
+    Node& threshold = g.nodes[*m];
+    if (threshold.kind != Node::Kind::Kernel || !threshold.call->id().is(BinaryOp::ThresholdBackward)) return;
     const std::vector<Tensor*> t_args = threshold.call->tensors();  // (R, G, Y)
     const Tensor result = *t_args[0], y = *t_args[2];
-    if (storage_of(*t_args[1]) != storage_of(grad) || !covers_storage(*t_args[1]) || !covers_storage(y)) continue;
-    if (result.sizes() != grad.sizes() || result.dtype() != grad.dtype() || !result.is_contiguous()) continue;
-    if (uses[storage_of(result)].pinned && storage_of(result) != storage_of(grad)) continue;
-    if (storage_of(result) != storage_of(grad) && touched_between(uses[storage_of(result)], n, m)) continue;
+    if (storage_of(*t_args[1]) != storage_of(grad) || !covers_storage(*t_args[1]) || !covers_storage(y)) return;
+    if (result.sizes() != grad.sizes() || result.dtype() != grad.dtype() || !result.is_contiguous()) return;
+    if (uses[storage_of(result)].pinned && storage_of(result) != storage_of(grad)) return;
+    if (storage_of(result) != storage_of(grad) && touched_between(uses[storage_of(result)], n, *m)) return;
     const Node* forward = pool_forward(g, n, storage_of(y), storage_of(indices));
-    if (forward == nullptr) continue;
+    if (forward == nullptr) return;
     const Tensor values = *std::as_const(*forward->call).tensors()[0];
     const StorageUses& v_uses = uses[storage_of(values)];
-    if (v_uses.writes.size() != 1 || !covers_storage(values) || values.dtype() != grad.dtype()) continue;
+    if (v_uses.writes.size() != 1 || !covers_storage(values) || values.dtype() != grad.dtype()) return;
+    Node& backward = g.nodes[n];
     backward.call = std::make_unique<FusedCall>(KernelId{KernelFamily::MaxPoolBackwardRelu, -1}, fused, result,
                                                 pooled_grad, indices, values);
     backward.made_by = "fuse_pool_relu_backward";
-    removed[m] = true;
-  }
-  remove_nodes(g, removed);
+    removed[*m] = true;
+  });
 }
 
 }  // namespace kiln::compiler

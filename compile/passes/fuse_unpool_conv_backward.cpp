@@ -2,8 +2,7 @@
 // and the max pool's backward that feeds them become one kernel, which unpools the gradient
 // straight into the layout both primitives read. See Note [Unpooled into the convolution's
 // layout].
-#include "compile/passes.h"
-#include "compile/storage_uses.h"
+#include "compile/passes/fusion.h"
 #include "core/backends.h"
 #include "core/routes.h"
 
@@ -52,19 +51,13 @@ void fuse_unpool_conv_backward(Graph& g) {
   const ConvKernels::BackwardThroughMaxPool fused = registered_kernels(DeviceType::CPU).conv2d.backward_through_max_pool;
   if (fused == nullptr || !backends::onednn_is_available()) return;
   std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  std::vector<bool> removed(g.nodes.size(), false);
-  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-    const Node& unpool = g.nodes[n];
-    if (removed[n] || unpool.kind != Node::Kind::Kernel || unpool.call->id().family != KernelFamily::MaxPoolBackwardRelu) {
-      continue;
-    }
-    const auto* unpool_call = dynamic_cast<const UnpoolCall*>(unpool.call.get());
-    if (unpool_call == nullptr) continue;
-    const auto& [unpooled, grad_pooled, indices, values] = unpool_call->arguments();
+  fuse_each<const UnpoolCall>(g, KernelFamily::MaxPoolBackwardRelu, [&](std::size_t n, const UnpoolCall& unpool_call,
+                                                                        std::vector<bool>& removed) {
+    const auto& [unpooled, grad_pooled, indices, values] = unpool_call.arguments();
     const Storage* d = storage_of(unpooled);
-    if (!covers_storage(unpooled)) continue;
+    if (!covers_storage(unpooled)) return;
     const StorageUses& d_uses = uses[d];
-    if (d_uses.pinned || d_uses.writes.size() != 1 || d_uses.reads.size() != 2) continue;
+    if (d_uses.pinned || d_uses.writes.size() != 1 || d_uses.reads.size() != 2) return;
     const InputCall* input_call = nullptr;
     const WeightBiasCall* weight_call = nullptr;
     std::size_t input_at = 0, weight_at = 0;
@@ -83,14 +76,14 @@ void fuse_unpool_conv_backward(Graph& g) {
         weight_at = r;
       }
     }
-    if (!readers_are_kernels || input_call == nullptr || weight_call == nullptr) continue;
+    if (!readers_are_kernels || input_call == nullptr || weight_call == nullptr) return;
     const auto& [grad_input, grad_output_i, weight, geometry, groups] = input_call->arguments();
     const auto& [grad_weight, grad_bias, grad_output_w, input, geometry_w, groups_w] = weight_call->arguments();
     if (!is_whole(grad_output_i, d, unpooled) || !is_whole(grad_output_w, d, unpooled) || groups != groups_w ||
         geometry != geometry_w ||
         routes::cpu_conv2d(input.dtype(), grad_weight.sizes(), groups) == routes::Route::Thin ||
         grad_input.sizes() != input.sizes()) {
-      continue;
+      return;
     }
     const std::size_t first = std::min(input_at, weight_at), last = std::max(input_at, weight_at);
     bool moved_safely = true;
@@ -102,7 +95,7 @@ void fuse_unpool_conv_backward(Graph& g) {
     for (const Tensor* written : earlier_writes) {
       moved_safely = moved_safely && !touched_between(uses[storage_of(*written)], first, last);
     }
-    if (!moved_safely) continue;
+    if (!moved_safely) return;
     Node& later = g.nodes[last];
     later.call = std::make_unique<FusedCall>(KernelId{KernelFamily::ConvBackwardThroughMaxPool, -1}, fused, grad_input,
                                              grad_weight, grad_bias, grad_pooled, indices, values, weight, input,
@@ -110,8 +103,7 @@ void fuse_unpool_conv_backward(Graph& g) {
     later.made_by = "fuse_unpool_conv_backward";
     removed[n] = true;
     removed[first] = true;
-  }
-  remove_nodes(g, removed);
+  });
 }
 
 }  // namespace kiln::compiler

@@ -1,8 +1,7 @@
 // compile/passes/fuse_unpool_weight_gradient.cpp — a thin first layer's weight and bias gradients
 // read their dY straight from the max pool's backward, which then never writes it. See Note
 // [A thin layer's weight gradient read through its pool].
-#include "compile/passes.h"
-#include "compile/storage_uses.h"
+#include "compile/passes/fusion.h"
 #include "core/routes.h"
 
 namespace kiln::compiler {
@@ -39,44 +38,37 @@ void fuse_unpool_weight_gradient(Graph& g) {
       registered_kernels(DeviceType::CPU).conv2d.backward_weight_bias_through_max_pool;
   if (fused == nullptr) return;
   std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  std::vector<bool> removed(g.nodes.size(), false);
-  for (std::size_t m = 0; m < g.nodes.size(); ++m) {
-    Node& weight = g.nodes[m];
-    if (weight.kind != Node::Kind::Kernel || weight.call->id().family != KernelFamily::ConvBackwardWeightBias) {
-      continue;
-    }
-    const auto* call = dynamic_cast<const WeightBiasCall*>(weight.call.get());
-    if (call == nullptr) continue;
-    const auto& [grad_weight, grad_bias, grad_output, input, geometry, groups] = call->arguments();
+  // Walks the weight gradients and looks back for the unpool that wrote their dY: every node
+  // it removes lies before the one it visits.
+  fuse_each<const WeightBiasCall>(g, KernelFamily::ConvBackwardWeightBias, [&](std::size_t m,
+                                                                               const WeightBiasCall& call,
+                                                                               std::vector<bool>& removed) {
+    const auto& [grad_weight, grad_bias, grad_output, input, geometry, groups] = call.arguments();
     const bool thin = routes::cpu_conv2d(input.dtype(), grad_weight.sizes(), groups) == routes::Route::Thin;
-    if (!thin || !covers_storage(grad_output)) continue;
+    if (!thin || !covers_storage(grad_output)) return;
     const StorageUses& d = uses[storage_of(grad_output)];
-    if (d.pinned || d.writes.size() != 1 || d.reads.size() != 1 || d.writes.front() >= m) continue;
+    if (!only_reader(d) || d.writes.front() >= m) return;
     const std::size_t n = d.writes.front();
-    const Node& unpool = g.nodes[n];
-    if (removed[n] || unpool.kind != Node::Kind::Kernel ||
-        unpool.call->id().family != KernelFamily::MaxPoolBackwardRelu) {
-      continue;
-    }
-    const auto* unpool_call = dynamic_cast<const UnpoolCall*>(unpool.call.get());
-    if (unpool_call == nullptr) continue;
+    if (removed[n]) return;
+    const auto* unpool_call = kernel_call<const UnpoolCall>(g.nodes[n], KernelFamily::MaxPoolBackwardRelu);
+    if (unpool_call == nullptr) return;
     const auto& [unpooled, grad_pooled, indices, values] = unpool_call->arguments();
     if (storage_of(unpooled) != storage_of(grad_output) || !covers_storage(unpooled) ||
         unpooled.sizes() != grad_output.sizes()) {
-      continue;
+      return;
     }
     if (written_between(uses[storage_of(grad_pooled)], n, m) || written_between(uses[storage_of(indices)], n, m) ||
         written_between(uses[storage_of(values)], n, m) || written_between(uses[storage_of(input)], n, m)) {
-      continue;
+      return;
     }
     auto replacement = std::make_unique<FusedCall>(KernelId{KernelFamily::ConvBackwardWeightBiasThroughMaxPool, -1},
                                                    fused, grad_weight, grad_bias, grad_pooled, indices, values, input,
                                                    geometry, groups);
+    Node& weight = g.nodes[m];
     weight.call = std::move(replacement);
     weight.made_by = "fuse_unpool_weight_gradient";
     removed[n] = true;
-  }
-  remove_nodes(g, removed);
+  });
 }
 
 }  // namespace kiln::compiler
