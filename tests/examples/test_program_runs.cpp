@@ -208,9 +208,14 @@ TEST_F(ProgramRuns, TrainCharlmProfilesItsSteps) {
                                                     "2", "--profile", dir.string()},
                                    std::chrono::seconds(60));
   ASSERT_EQ(r.exit_code, 0) << r.describe();
-  for (const char* text_in_table : {"Self CPU %", "aten::", "optimizer.step", "trace.json"}) {
+  for (const char* text_in_table : {"Self CPU %", "aten::", "trace.json"}) {
     EXPECT_NE(r.out.find(text_in_table), std::string::npos) << text_in_table << "\n" << r.out;
   }
+  // The optimizer's region is in the trace; the table shows only its 20 costliest rows, and
+  // with so small a model optimizer.step ranks near that cut from run to run.
+  std::ifstream trace(dir / "trace.json");
+  const std::string events((std::istreambuf_iterator<char>(trace)), std::istreambuf_iterator<char>());
+  EXPECT_NE(events.find("\"optimizer.step\""), std::string::npos);
   EXPECT_EQ(profiled_steps(dir / "trace.json"), 3);
   EXPECT_TRUE(fs::exists(dir / "step.html"));
 }
