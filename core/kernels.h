@@ -1,7 +1,8 @@
 // core/kernels.h — the kernel tables: for every primitive, one function pointer per device
 // type, filled by one explicit registration list per backend (core/cpu/register.cpp,
 // core/cuda/register.cpp, core/meta/register.cpp, whose kernels compute nothing). No
-// static-initialiser magic: the tables are built the first time an op asks for them. Raw ops (core/ops/) validate and allocate, then call through here.
+// static-initialiser magic: the tables are built the first time an op asks for them. Raw ops
+// (core/ops/) validate and allocate, then call through here.
 // Kernels receive tensors that are already checked: same device, the dtypes the op settled
 // on, broadcast-compatible shapes. They may assume nothing about strides unless noted.
 // Read next: core/cpu/register.cpp.

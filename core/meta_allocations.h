@@ -53,6 +53,7 @@ DeviceType meta_stands_for();
 /// device while meta stands for the CPU, so that a step planned for the CPU counts those
 /// allocations as the real step makes them.
 inline Device wrapped_number_device() { return meta_stands_for() == DeviceType::CPU ? kMeta : kCPU; }
+
 /// The device type whose routes and autocast ops use for a tensor on `device`.
 inline DeviceType route_device_type(Device device) {
   return device.is_meta() ? meta_stands_for() : device.type();

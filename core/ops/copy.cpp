@@ -60,8 +60,8 @@ void copy_data(const Tensor& dst, const Tensor& src, bool non_blocking) {
   // broadcasting happen on whichever side is convenient. The meta device keeps no bytes:
   // nothing moves onto it, and nothing can come off it.
   KILN_CHECK_NOT_IMPLEMENTED(!src.is_meta(), "Cannot copy out of meta tensor; no data!");
-  Tensor staged = contiguous(to_dtype(src, dst.dtype()));
   if (dst.is_meta()) return;
+  Tensor staged = contiguous(to_dtype(src, dst.dtype()));
   if (IntArrayRef(staged.sizes()) != dst.sizes() || !dst.is_contiguous()) {
     Tensor landing = empty_output(staged.sizes(), dst.dtype(), dst.device(), "copy_");
     cuda::copy_bytes(landing.raw_data_ptr(), dst.device(), staged.raw_data_ptr(), staged.device(),
