@@ -153,7 +153,9 @@ TEST(HeldOutIdioms, TransformerEncoderCausal) {
   // The layers start as copies of `layer`.
   auto a = layer.named_parameters();
   for (auto& [name, p] : encoder.named_parameters()) {
-    if (name.rfind("layers.1.", 0) == 0) EXPECT_TRUE(p.equal(a[name.substr(9)])) << name;
+    if (name.rfind("layers.1.", 0) == 0) {
+      EXPECT_TRUE(p.equal(a[name.substr(9)])) << name;
+    }
   }
 }
 

@@ -354,7 +354,9 @@ TEST_F(CompileTest, TheFusionPassesFireOnTrainCnnsStepAndKeepItsResults) {
   }
   // conv2's output and its gradient no longer cross to NCHW: three reorders fewer a step (its
   // forward's dst, and dY into each backward primitive).
-  if (backends::onednn_is_available()) EXPECT_LE(reorders.back(), reorders.front() - 3);
+  if (backends::onednn_is_available()) {
+    EXPECT_LE(reorders.back(), reorders.front() - 3);
+  }
 }
 
 TEST_F(CompileTest, TheFusedKernelsComputeWhatTheirPairsCompute) {
