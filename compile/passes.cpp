@@ -20,8 +20,8 @@ const std::vector<Pass>& all_passes() {
       {"fuse_conv_bias_backward", &fuse_conv_bias_backward,
        "conv2d.backward_weight + the bias gradient's sum as one kernel (oneDNN's diff_bias; sums in its own order)"},
       {"fuse_unpool_weight_gradient", &fuse_unpool_weight_gradient,
-       "max_pool2d_backward_relu + a thin layer's weight and bias gradients as one kernel (each plane unpooled as "
-       "it is read)"},
+       "max_pool2d_backward_relu + a first layer's weight and bias gradients as one kernel (a thin layer unpools "
+       "each plane as it reads it, a oneDNN layer into its weight primitive's layout)"},
       {"fuse_unpool_conv_backward", &fuse_unpool_conv_backward,
        "max_pool2d_backward_relu + a oneDNN convolution's two backward passes as one kernel (the gradient "
        "unpooled into the primitives' blocked layout)"},

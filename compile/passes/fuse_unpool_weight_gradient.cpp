@@ -1,7 +1,8 @@
-// compile/passes/fuse_unpool_weight_gradient.cpp — a thin first layer's weight and bias gradients
-// read their dY straight from the max pool's backward, which then never writes it. See Note
-// [A thin layer's weight gradient read through its pool].
+// compile/passes/fuse_unpool_weight_gradient.cpp — a first layer's weight and bias gradients
+// read their dY straight from the max pool's backward, which then never writes it in NCHW. See
+// Note [A thin layer's weight gradient read through its pool].
 #include "compile/passes/fusion.h"
+#include "core/backends.h"
 #include "core/routes.h"
 
 namespace kiln::compiler {
@@ -15,13 +16,18 @@ namespace kiln::compiler {
 // the input needs no gradient. The thin weight gradient already copies each plane of D into a
 // zero-padded buffer before it uses it, so it can build that plane from dV, I and V instead
 // (ConvKernels::backward_weight_bias_through_max_pool) and D is never written or read back.
-// The pass fuses the two when the convolution is thin, D is written by the pool's backward
-// alone, read by the weight gradient alone, whole, and not pinned, and nothing in between
-// writes dV, I, V or x. The fused call takes the weight gradient's place.
+// A first layer on oneDNN's route (too many taps to be thin: 3 channels of 5x5) gets the same
+// fusion: its weight primitive wants D in a channel-blocked layout, so D is unpooled straight
+// into a temporary in that layout, as Note [Unpooled into the convolution's layout] does for a
+// layer with an input gradient, and neither written in NCHW nor reordered.
+// The pass fuses the two when the convolution is thin or on oneDNN's route, D is written by
+// the pool's backward alone, read by the weight gradient alone, whole, and not pinned, and
+// nothing in between writes dV, I, V or x. The fused call takes the weight gradient's place.
 // Exactness: each plane is built by the pool backward's own rule in its order (zeros, then
 // each window's gradient added onto its winner unless the pooled value is not positive,
 // rounded to the dtype), so the weight gradient reads the same values as before and both
-// gradients are the pair's, bit for bit (tests/compile checks Float32 and BFloat16).
+// gradients are the pair's, bit for bit (tests/compile checks Float32 and BFloat16); oneDNN's
+// primitive reads D in the layout the pair reordered it to, so its gradients are the pair's too.
 
 namespace {
 
@@ -44,8 +50,10 @@ void fuse_unpool_weight_gradient(Graph& g) {
                                                                                const WeightBiasCall& call,
                                                                                std::vector<bool>& removed) {
     const auto& [grad_weight, grad_bias, grad_output, input, geometry, groups] = call.arguments();
-    const bool thin = routes::cpu_conv2d(input.dtype(), grad_weight.sizes(), groups) == routes::Route::Thin;
-    if (!thin || !covers_storage(grad_output)) return;
+    const routes::Route route = routes::cpu_conv2d(input.dtype(), grad_weight.sizes(), groups);
+    const bool fusable = route == routes::Route::Thin ||
+                         (route == routes::Route::OneDnn && backends::onednn_is_available());
+    if (!fusable || !covers_storage(grad_output)) return;
     const StorageUses& d = uses[storage_of(grad_output)];
     if (!only_reader(d) || d.writes.front() >= m) return;
     const std::size_t n = d.writes.front();

@@ -98,9 +98,17 @@ void conv2d_backward_weight_bias_through_max_pool(const Tensor& grad_weight, con
                                                   const Tensor& grad_pooled, const Tensor& indices,
                                                   const Tensor& values, const Tensor& input, const Im2ColGeometry& g,
                                                   std::int64_t groups) {
-  if (route_of(input, grad_weight, groups) == routes::Route::Thin) {
-    return thin_conv2d_weight_gradient_through_max_pool(grad_weight, grad_pooled, indices, values, input, g,
-                                                        grad_bias);
+  switch (route_of(input, grad_weight, groups)) {
+    case routes::Route::Thin:
+      return thin_conv2d_weight_gradient_through_max_pool(grad_weight, grad_pooled, indices, values, input, g,
+                                                          grad_bias);
+    case routes::Route::OneDnn:
+      if (onednn::conv2d_backward_weight_bias_through_max_pool(grad_weight, grad_bias, grad_pooled, indices, values,
+                                                               input, g, groups)) {
+        return;
+      }
+      break;
+    default: break;
   }
   conv2d_backward_weight_bias_through_max_pool_kernel(grad_weight, grad_bias, grad_pooled, indices, values, input, g,
                                                       groups);

@@ -238,6 +238,27 @@ bool conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, c
   return true;
 }
 
+namespace {
+
+/// The gradient max_pool2d_backward_relu makes from grad_pooled, indices and values, written
+/// in `layout` (a temporary of the kernel, zero-padded in its last channel block as oneDNN
+/// requires) for a convolution of geometry `g`.
+Tensor unpooled_into(const ChannelBlockedLayout& layout, const Tensor& grad_pooled, const Tensor& indices,
+                     const Tensor& values, const Tensor& input, const Im2ColGeometry& g) {
+  const Tensor grad_output = blocked_buffer(layout, input, "max_pool2d_backward");
+  if (!grad_output.is_meta()) {
+    Im2ColGeometry pool;
+    pool.height = g.out_h;
+    pool.width = g.out_w;
+    pool.out_h = grad_pooled.sizes()[2];
+    pool.out_w = grad_pooled.sizes()[3];
+    cpu::max_pool2d_backward_relu_channel_blocked_kernel(grad_output, layout, grad_pooled, indices, values, pool);
+  }
+  return grad_output;
+}
+
+}  // namespace
+
 bool conv2d_backward_through_max_pool(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                                       const Tensor& grad_pooled, const Tensor& indices, const Tensor& values,
                                       const Tensor& weight, const Tensor& input, const Im2ColGeometry& g,
@@ -255,18 +276,30 @@ bool conv2d_backward_through_max_pool(const Tensor& grad_input, const Tensor& gr
           ? channel_blocked_layout(data->wanted(DNNL_ARG_DIFF_DST), input.dtype())
           : std::nullopt;
   if (!layout) return false;
-  const Tensor grad_output = blocked_buffer(*layout, input, "max_pool2d_backward");
-  if (!grad_output.is_meta()) {
-    Im2ColGeometry pool;
-    pool.height = g.out_h;
-    pool.width = g.out_w;
-    pool.out_h = grad_pooled.sizes()[2];
-    pool.out_w = grad_pooled.sizes()[3];
-    cpu::max_pool2d_backward_relu_channel_blocked_kernel(grad_output, *layout, grad_pooled, indices, values, pool);
-  }
+  const Tensor grad_output = unpooled_into(*layout, grad_pooled, indices, values, input, g);
   data->run({{DNNL_ARG_DIFF_DST, address_of(grad_output)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
              {DNNL_ARG_DIFF_SRC, address_of(grad_input)}},
             {DNNL_ARG_DIFF_DST});
+  weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
+                {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}},
+               {DNNL_ARG_DIFF_DST});
+  return true;
+}
+
+bool conv2d_backward_weight_bias_through_max_pool(const Tensor& grad_weight, const Tensor& grad_bias,
+                                                  const Tensor& grad_pooled, const Tensor& indices,
+                                                  const Tensor& values, const Tensor& input, const Im2ColGeometry& g,
+                                                  std::int64_t groups) {
+  // A first layer's backward: no input gradient, so the unpooled gradient is made in the
+  // layout the weight primitive alone reads.
+  const bool fits = all_fit_int32({input, grad_weight, grad_pooled}) && output_fits_int32(input, grad_weight, g);
+  const auto weights =
+      fits ? prepared(Pass::BackwardWeightsBias, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups)
+           : nullptr;
+  const std::optional<ChannelBlockedLayout> layout =
+      weights ? channel_blocked_layout(weights->wanted(DNNL_ARG_DIFF_DST), input.dtype()) : std::nullopt;
+  if (!layout) return false;
+  const Tensor grad_output = unpooled_into(*layout, grad_pooled, indices, values, input, g);
   weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
                 {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}},
                {DNNL_ARG_DIFF_DST});

@@ -41,5 +41,11 @@ bool conv2d_backward_through_max_pool(const Tensor& grad_input, const Tensor& gr
                                       const Tensor& grad_pooled, const Tensor& indices, const Tensor& values,
                                       const Tensor& weight, const Tensor& input, const Im2ColGeometry& g,
                                       std::int64_t groups);
+/// The weight and bias gradients alone of the gradient max_pool2d_backward_relu makes (a first
+/// layer's backward), unpooled straight into the layout the weight primitive reads.
+bool conv2d_backward_weight_bias_through_max_pool(const Tensor& grad_weight, const Tensor& grad_bias,
+                                                  const Tensor& grad_pooled, const Tensor& indices,
+                                                  const Tensor& values, const Tensor& input, const Im2ColGeometry& g,
+                                                  std::int64_t groups);
 
 }  // namespace kiln::onednn

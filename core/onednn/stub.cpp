@@ -33,6 +33,10 @@ bool conv2d_backward_through_max_pool(const Tensor&, const Tensor&, const Tensor
                                       std::int64_t) {
   return false;
 }
+bool conv2d_backward_weight_bias_through_max_pool(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                                  const Tensor&, const Tensor&, const Im2ColGeometry&, std::int64_t) {
+  return false;
+}
 
 }  // namespace kiln::onednn
 

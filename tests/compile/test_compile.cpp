@@ -11,6 +11,7 @@
 #include "../../examples/support/models.h"
 #include "compile/capture.h"
 #include "compile/passes.h"
+#include "core/routes.h"
 #include "support/test_util.h"
 
 namespace kiln {
@@ -45,6 +46,21 @@ struct SmallCnn : nn::Module {
     Tensor h = max_pool2d(conv1->forward(x).relu(), {2, 2});
     h = max_pool2d(conv2->forward(h).relu(), {2, 2});
     return fc->forward(drop->forward(h.flatten(1)));
+  }
+};
+
+/// A first layer too wide to be thin (3 channels, 5x5: 75 taps a output), so it takes oneDNN's
+/// route with no input gradient: its weight gradient is read through its pool in the
+/// primitive's own layout (fuse_unpool_weight_gradient).
+struct RgbCnn : nn::Module {
+  std::shared_ptr<nn::Conv2d> conv;
+  std::shared_ptr<nn::Linear> fc;
+  RgbCnn() : Module("RgbCnn") {
+    conv = register_module("conv", std::make_shared<nn::Conv2d>(3, 16, 5, nn::Conv2dOptions{.padding = {2, 2}}));
+    fc = register_module("fc", std::make_shared<nn::Linear>(16 * 5 * 5, 4));
+  }
+  Tensor forward(const Tensor& x) override {
+    return fc->forward(max_pool2d(conv->forward(x).relu(), {2, 2}).flatten(1));
   }
 };
 
@@ -120,6 +136,34 @@ TEST_F(CompileTest, TheFashionCnnStepMatchesEagerInFloat32) {
   expect_same_training<examples::Cnn>({8, 1, 28, 28}, 10, kFloat32, /*adam=*/true, 4, 0.0, kExactPasses);
   // With every pass, oneDNN sums conv2's bias gradient in its own order: the last bits move.
   expect_same_training<examples::Cnn>({8, 1, 28, 28}, 10, kFloat32, /*adam=*/true, 4, 1e-5, "all");
+}
+
+TEST_F(CompileTest, AWideFirstLayerReadsItsGradientThroughThePoolOnOneDnnsRoute) {
+  if (!backends::onednn_is_available()) GTEST_SKIP() << "oneDNN is not built in";
+  ASSERT_EQ(routes::cpu_conv2d(kFloat32, {16, 3, 5, 5}, 1), routes::Route::OneDnn);
+  // The fused kernel runs the weight primitive of fuse_conv_bias_backward on the same gradient,
+  // only made in its layout (the kernels' test checks that bit for bit); the pair's bias sum is
+  // oneDNN's order, not eager's, so the step agrees with eager within Float32's rounding.
+  expect_same_training<RgbCnn>({6, 3, 10, 10}, 4, kFloat32, /*adam=*/false, 4, 1e-6,
+                               "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_conv_bias_backward,"
+                               "fuse_unpool_weight_gradient");
+  std::vector<std::int64_t> reorders;
+  for (const char* passes : {"fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_conv_bias_backward",
+                             "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_conv_bias_backward,"
+                             "fuse_unpool_weight_gradient"}) {
+    Trainer<RgbCnn> trainer(3, kFloat32, false);
+    auto step = compile([&](const Tensor& x, const Tensor& y) { return trainer.step(x, y); }, {.passes = passes});
+    manual_seed(2);
+    const Tensor x = randn({6, 3, 10, 10}), y = randint(0, 4, {6});
+    step(x, y);
+    const std::int64_t before = backends::onednn_stats().reorders;
+    step(x, y);
+    reorders.push_back(backends::onednn_stats().reorders - before);
+    const bool fused = std::string(passes).ends_with("fuse_unpool_weight_gradient");
+    EXPECT_EQ(step.graph().count(compiler::KernelFamily::ConvBackwardWeightBiasThroughMaxPool), fused ? 1u : 0u);
+    EXPECT_EQ(step.graph().count(compiler::KernelFamily::MaxPoolBackwardRelu), fused ? 0u : 1u);
+  }
+  EXPECT_EQ(reorders[1], reorders[0] - 1) << "the gradient is no longer reordered into the weight primitive's layout";
 }
 
 TEST_F(CompileTest, ANanInALayerReachesTheLossAsItDoesEagerly) {
@@ -518,6 +562,12 @@ TEST_F(CompileTest, TheFusedKernelsComputeWhatTheirPairsCompute) {
           EXPECT_TRUE(equal(got_input, want_input)) << what;
           EXPECT_TRUE(equal(got_weight, want_weight)) << what;
           EXPECT_TRUE(equal(got_bias, want_bias)) << what;
+          // A first layer's weight and bias gradients alone, unpooled into the weight primitive's layout.
+          const Tensor alone_weight = empty_like(weight), alone_bias = empty_like(want_bias);
+          cpu.conv2d.backward_weight_bias_through_max_pool(alone_weight, alone_bias, grad_pooled, indices, clean,
+                                                           finite_input, conv_g, 1);
+          EXPECT_TRUE(equal(alone_weight, want_weight)) << what;
+          EXPECT_TRUE(equal(alone_bias, want_bias)) << what;
           EXPECT_GT((clean == 0).sum().item<double>(), 0) << what << ": windows relu's backward stops";
         }
       }
