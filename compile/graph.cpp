@@ -84,6 +84,7 @@ class Names {
   explicit Names(const Graph& g) {
     for (std::size_t i = 0; i < g.inputs.size(); ++i) fixed(g.inputs[i], "%in" + std::to_string(i));
     for (std::size_t i = 0; i < g.outputs.size(); ++i) fixed(g.outputs[i], "%out" + std::to_string(i));
+    for (std::size_t i = 0; i < g.constants.size(); ++i) fixed(g.constants[i], "%const" + std::to_string(i));
     // Parameters by their module names, whichever view of them a kernel meets first.
     for (const Node& node : g.nodes) {
       if (node.kind == Node::Kind::BindGrad) named(node.leaf);
@@ -105,7 +106,7 @@ class Names {
     if (!t.defined()) return "None";
     const Storage* s = t.impl()->storage().get();
     auto it = names_.find(s);
-    if (it == names_.end()) it = names_.emplace(s, "%" + std::to_string(next_++)).first;
+    if (it == names_.end()) it = names_.emplace(s, std::string("%").append(std::to_string(next_++))).first;
     return it->second + (is_view(t) ? view_suffix(t) : "");
   }
   static std::string type_of(const Tensor& t) {
@@ -149,6 +150,7 @@ std::string Graph::print() const {
     os << (i ? ", " : "") << names.of(inputs[i]) << ": " << Names::type_of(inputs[i]);
   }
   os << "):\n";
+  for (const Tensor& c : constants) os << "  " << names.of(c) << ": " << Names::type_of(c) << " = constant\n";
   for (const Node& node : nodes) {
     os << "  ";
     switch (node.kind) {
@@ -198,10 +200,17 @@ std::string Graph::to_dot() const {
     os << "  in" << i << " [shape=ellipse, label=\"" << escape(names.of(inputs[i]) + "\\n" + Names::type_of(inputs[i]))
        << "\"];\n";
   }
+  for (std::size_t i = 0; i < constants.size(); ++i) {
+    os << "  const" << i << " [shape=ellipse, style=dashed, label=\""
+       << escape(names.of(constants[i]) + "\\n" + Names::type_of(constants[i])) << "\"];\n";
+  }
   auto source = [&](const Tensor& t) -> std::string {
     const Storage* s = t.impl()->storage().get();
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].impl()->storage().get() == s) return "in" + std::to_string(i);
+    }
+    for (std::size_t i = 0; i < constants.size(); ++i) {
+      if (constants[i].impl()->storage().get() == s) return "const" + std::to_string(i);
     }
     const auto it = writer.find(s);
     return it == writer.end() ? std::string() : "n" + std::to_string(it->second);

@@ -67,6 +67,9 @@ class Graph {
   std::vector<Tensor> inputs;
   /// What the step returned; a replay writes into them and returns them.
   std::vector<Tensor> outputs;
+  /// Values the step computes from constants alone, made once by the capture and read by every
+  /// replay (Note [Values computed once]).
+  std::vector<Tensor> constants;
 
   /// Copies `values` into the input buffers and runs every node in order.
   const std::vector<Tensor>& run(const std::vector<Tensor>& values) const;

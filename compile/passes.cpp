@@ -2,6 +2,7 @@
 #include "compile/passes.h"
 
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -25,6 +26,8 @@ const std::vector<Pass>& all_passes() {
       {"fuse_unpool_conv_backward", &fuse_unpool_conv_backward,
        "max_pool2d_backward_relu + a oneDNN convolution's two backward passes as one kernel (the gradient "
        "unpooled into the primitives' blocked layout)"},
+      {"fold_constants", &fold_constants,
+       "calls that compute from constants alone (a causal mask, a cast scalar) run once, at capture"},
       {"plan_memory", &plan_memory, "every temporary in one arena: a replay allocates nothing"},
   };
   return passes;
@@ -54,8 +57,11 @@ std::vector<Pass> selected_passes(const std::string& selection) {
     KILN_CHECK_VALUE(found, "KILN_COMPILE_PASSES: unknown pass '", name, "' (known: ", known, "; or all, none)");
   }
   // In their own order, whatever the order named.
+  std::set<std::string> named;
+  std::istringstream again(names);
+  for (std::string name; std::getline(again, name, ',');) named.insert(name);
   for (const Pass& p : all_passes()) {
-    if (("," + names + ",").find("," + std::string(p.name) + ",") != std::string::npos) out.push_back(p);
+    if (named.count(p.name) != 0) out.push_back(p);
   }
   return out;
 }

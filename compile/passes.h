@@ -28,12 +28,15 @@ void fuse_linear(Graph& g);
 /// conv2d.backward_weight + the bias gradient's sum as one kernel (Note [The bias gradient inside
 /// the weight gradient]).
 void fuse_conv_bias_backward(Graph& g);
-/// max_pool2d_backward_relu + a thin layer's backward_weight_bias of its result as one kernel
+/// max_pool2d_backward_relu + a first layer's backward_weight_bias of its result as one kernel
 /// (Note [A thin layer's weight gradient read through its pool]).
 void fuse_unpool_weight_gradient(Graph& g);
 /// max_pool2d_backward_relu + a oneDNN convolution's backward_input and backward_weight_bias of
 /// its result as one kernel (Note [Unpooled into the convolution's layout]).
 void fuse_unpool_conv_backward(Graph& g);
+/// Drops the calls whose values depend on nothing the step changes, keeping the values the
+/// capture made (Note [Values computed once]).
+void fold_constants(Graph& g);
 /// Places every temporary in one arena: a replay allocates nothing (Note [One arena per step]).
 void plan_memory(Graph& g);
 

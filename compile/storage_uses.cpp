@@ -41,10 +41,30 @@ std::map<const Storage*, StorageUses> storage_uses(const Graph& g) {
     }
   }
   for (const Tensor& t : g.inputs) uses[storage_of(t)].pinned = true;
-  for (const Tensor& t : g.outputs) {
-    if (const Storage* s = storage_of(t)) uses[s].pinned = true;
+  for (const std::vector<Tensor>* list : {&g.outputs, &g.constants}) {
+    for (const Tensor& t : *list) {
+      if (const Storage* s = storage_of(t)) uses[s].pinned = true;
+    }
   }
   return uses;
+}
+
+std::set<const Storage*> held_outside(const Graph& g) {
+  std::map<const Storage*, std::map<const TensorImpl*, long>> held;
+  for_each_handle(g, [&](const Tensor& t) {
+    if (t.defined()) ++held[t.impl()->storage().get()][t.impl()];
+  });
+  std::set<const Storage*> outside;
+  for_each_handle(g, [&](const Tensor& t) {
+    if (!t.defined()) return;
+    const Storage* s = t.impl()->storage().get();
+    const auto& impls = held[s];
+    if (t.impl()->storage().use_count() != static_cast<long>(impls.size()) ||
+        t.impl_ptr().use_count() != impls.at(t.impl())) {
+      outside.insert(s);
+    }
+  });
+  return outside;
 }
 
 bool covers_storage(const Tensor& t) {

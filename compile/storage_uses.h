@@ -7,6 +7,9 @@
 
 #include <cstddef>
 #include <map>
+#include <set>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "compile/graph.h"
@@ -19,6 +22,38 @@ struct StorageUses {
 };
 
 std::map<const Storage*, StorageUses> storage_uses(const Graph& g);
+
+/// Calls f(tensor) for every Tensor handle the graph holds: kernel arguments, regions' reads,
+/// leaves and their bound gradients, inputs, outputs and constants (`G` is Graph or const Graph).
+template <class G, class F>
+void for_each_handle(G& g, F&& f) {
+  for (auto& node : g.nodes) {
+    switch (node.kind) {
+      case Node::Kind::Kernel:
+        if constexpr (std::is_const_v<G>) {
+          for (const Tensor* t : std::as_const(*node.call).tensors()) f(*t);
+        } else {
+          for (Tensor* t : node.call->tensors()) f(*t);
+        }
+        break;
+      case Node::Kind::Region:
+        for (auto& t : node.reads) f(t);
+        break;
+      case Node::Kind::BindGrad:
+        f(node.leaf);
+        f(node.grad);
+        break;
+    }
+  }
+  for (auto& t : g.inputs) f(t);
+  for (auto& t : g.outputs) f(t);
+  for (auto& t : g.constants) f(t);
+}
+
+/// The storages something outside the graph still holds once the capture ended (a parameter,
+/// optimizer state, a tensor the caller kept): more references to them exist than the graph's
+/// own handles account for.
+std::set<const Storage*> held_outside(const Graph& g);
 
 /// The storage under `t`.
 inline const Storage* storage_of(const Tensor& t) { return t.defined() ? t.impl()->storage().get() : nullptr; }

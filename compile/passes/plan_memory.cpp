@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compile/passes.h"
+#include "compile/storage_uses.h"
 
 namespace kiln::compiler {
 
@@ -41,28 +42,6 @@ struct StorageUse {
 bool covers(const Tensor& t) {
   return t.is_contiguous() && t.impl()->storage_offset() == 0 &&
          static_cast<std::size_t>(t.numel()) * t.element_size() == t.impl()->storage()->nbytes();
-}
-
-/// Every Tensor handle the graph holds, with whether it is a kernel argument.
-std::vector<Tensor*> handles(Graph& g) {
-  std::vector<Tensor*> out;
-  for (Node& node : g.nodes) {
-    switch (node.kind) {
-      case Node::Kind::Kernel:
-        for (Tensor* t : node.call->tensors()) out.push_back(t);
-        break;
-      case Node::Kind::Region:
-        for (Tensor& t : node.reads) out.push_back(&t);
-        break;
-      case Node::Kind::BindGrad:
-        out.push_back(&node.leaf);
-        out.push_back(&node.grad);
-        break;
-    }
-  }
-  for (Tensor& t : g.inputs) out.push_back(&t);
-  for (Tensor& t : g.outputs) out.push_back(&t);
-  return out;
 }
 
 std::int64_t align(std::int64_t n) {
@@ -109,24 +88,12 @@ void plan_memory(Graph& g) {
       uses[node.grad.impl()->storage().get()].kept = true;
     }
   }
-  for (const Tensor& t : g.inputs) uses[t.impl()->storage().get()].kept = true;
-  for (const Tensor& t : g.outputs) {
-    if (t.defined()) uses[t.impl()->storage().get()].kept = true;
+  for (const std::vector<Tensor>* list : {&g.inputs, &g.outputs, &g.constants}) {
+    for (const Tensor& t : *list) {
+      if (t.defined()) uses[t.impl()->storage().get()].kept = true;
+    }
   }
-  // Held outside the graph: more references than the graph's handles account for.
-  std::map<const Storage*, std::map<const TensorImpl*, long>> held;
-  const std::vector<Tensor*> all = handles(g);
-  for (const Tensor* t : all) {
-    if (t->defined()) ++held[t->impl()->storage().get()][t->impl()];
-  }
-  for (const Tensor* t : all) {
-    if (!t->defined()) continue;
-    const Storage* s = t->impl()->storage().get();
-    const auto& impls = held[s];
-    const bool outside = t->impl()->storage().use_count() != static_cast<long>(impls.size()) ||
-                         t->impl_ptr().use_count() != impls.at(t->impl());
-    if (outside) uses[s].kept = true;
-  }
+  for (const Storage* s : held_outside(g)) uses[s].kept = true;
 
   // Interval placement, largest first.
   std::vector<std::pair<const Storage*, StorageUse*>> temporaries;
@@ -172,20 +139,20 @@ void plan_memory(Graph& g) {
   }
   // Every handle over a temporary now views its range of the arena, with the same geometry.
   std::map<const TensorImpl*, Tensor> rebound;
-  for (Tensor* t : all) {
-    if (!t->defined()) continue;
-    const auto it = uses.find(t->impl()->storage().get());
-    if (it == uses.end() || !it->second.replacement) continue;
-    auto [r, fresh] = rebound.emplace(t->impl(), Tensor());
+  for_each_handle(g, [&](Tensor& t) {
+    if (!t.defined()) return;
+    const auto it = uses.find(t.impl()->storage().get());
+    if (it == uses.end() || !it->second.replacement) return;
+    auto [r, fresh] = rebound.emplace(t.impl(), Tensor());
     if (fresh) {
-      const TensorImpl& old = *t->impl();
+      const TensorImpl& old = *t.impl();
       r->second = Tensor(std::make_shared<TensorImpl>(
           it->second.replacement, Shape(old.sizes().begin(), old.sizes().end()),
           Shape(old.strides().begin(), old.strides().end()), old.storage_offset(), old.dtype(), AutogradTerms{},
           Provenance{TensorOrigin::OpOutput, "compile arena", {}}));
     }
-    *t = r->second;
-  }
+    t = r->second;
+  });
 }
 
 }  // namespace kiln::compiler
