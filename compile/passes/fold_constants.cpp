@@ -2,7 +2,9 @@
 // (a causal mask, a scale factor filled and cast) leave the replay: the capture already made
 // their values, which every replay then reads. See Note [Values computed once].
 #include <algorithm>
+#include <map>
 #include <set>
+#include <vector>
 
 #include "compile/passes.h"
 #include "compile/storage_uses.h"
@@ -104,7 +106,9 @@ void fold_constants(Graph& g) {
       for (std::size_t r : u.reads) unfold(r);
     }
   }
-  // The values a call that still runs reads; one only folded calls read goes with them.
+  // The values a call that still runs reads, in the order they were made; one only folded
+  // calls read goes with them.
+  std::map<std::size_t, std::vector<Tensor>> made_at;
   for (const auto& [s, u] : uses) {
     if (u.writes.empty() || !folded[u.writes.front()]) continue;
     bool read_by_a_replayed_call = false;
@@ -112,11 +116,12 @@ void fold_constants(Graph& g) {
     if (!read_by_a_replayed_call) continue;
     for (const Tensor* t : std::as_const(*g.nodes[u.writes.front()].call).tensors()) {
       if (storage_of(*t) == s && covers_storage(*t)) {
-        g.constants.push_back(*t);
+        made_at[u.writes.front()].push_back(*t);
         break;
       }
     }
   }
+  for (auto& [n, values] : made_at) g.constants.insert(g.constants.end(), values.begin(), values.end());
   remove_nodes(g, folded);
 }
 
