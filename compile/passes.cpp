@@ -11,6 +11,9 @@ namespace kiln::compiler {
 
 const std::vector<Pass>& all_passes() {
   static const std::vector<Pass> passes = {
+      {"eliminate_common_subexpressions", &eliminate_common_subexpressions,
+       "a call that repeats an earlier one on the same values (self-attention's three copies of one input) is "
+       "dropped; its readers read the earlier result"},
       {"fuse_conv_relu", &fuse_conv_relu, "conv2d.forward + relu as one kernel (relu as the thin kernel stores its rows)"},
       {"fuse_pool_relu_backward", &fuse_pool_relu_backward,
        "max_pool2d_backward + threshold_backward as one kernel, masked on the pooled values"},

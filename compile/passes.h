@@ -16,6 +16,9 @@
 
 namespace kiln::compiler {
 
+/// Drops a call that repeats an earlier one on the same values, its readers reading the earlier
+/// result (Note [The same value made twice]).
+void eliminate_common_subexpressions(Graph& g);
 /// conv2d.forward + relu as one kernel (Note [Convolution and relu in one pass]).
 void fuse_conv_relu(Graph& g);
 /// max_pool2d_backward + relu's backward as one kernel (Note [Relu's backward through a max pool]).

@@ -221,7 +221,7 @@ class TransformerCharModel : public CharModel {
   }
   Tensor forward(const Tensor& tokens) override {
     const std::int64_t length = tokens.size(1);
-    const Tensor positions = arange(length, TensorOptions().dtype(kInt64).device(tokens.device()));
+    const Tensor positions = arange(length, TensorOptions(kInt64).device(tokens.device()));
     const Tensor x = (*token)(tokens) + (*position)(positions);
     const Tensor mask = nn::generate_square_subsequent_mask(length, TensorOptions().device(tokens.device()));
     return (*head)(checkpoint_activations ? checkpointed_encoder(x, mask) : (*encoder)(x, mask));
