@@ -120,6 +120,20 @@ std::vector<bool> mark(unsigned positions, std::size_t count) {
 
 }  // namespace
 
+bool computes_from_inputs_alone(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::Fill:
+    case KernelFamily::Arange:
+    case KernelFamily::Copy:
+    case KernelFamily::Unary:
+    case KernelFamily::Binary:
+    case KernelFamily::Where:
+    case KernelFamily::Cat:
+    case KernelFamily::Reduce: return true;
+    default: return false;
+  }
+}
+
 std::string kernel_name(KernelId id) {
   switch (id.family) {
     case KernelFamily::Unary: return std::string("unary.") + lower(op_name(static_cast<UnaryOp>(id.op)));

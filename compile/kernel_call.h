@@ -47,6 +47,11 @@ struct KernelId {
 /// "conv2d.forward", "binary.mul", ...
 std::string kernel_name(KernelId id);
 
+/// Whether a kernel of `family` computes its outputs from its inputs alone (fill, arange, copy,
+/// the elementwise families, where, cat, reduce): not a random draw, an optimizer's update or a
+/// pass's fused kernel. The calls fold_constants and eliminate_common_subexpressions may drop.
+bool computes_from_inputs_alone(KernelFamily family);
+
 /// Which tensor arguments (in order, a list's elements one by one) a kernel of `family`
 /// writes, and which of those it also reads (accumulating or updating in place). `count` is
 /// the call's number of tensor arguments.

@@ -34,20 +34,6 @@ namespace kiln::compiler {
 
 namespace {
 
-bool computes_from_inputs_alone(KernelFamily family) {
-  switch (family) {
-    case KernelFamily::Fill:
-    case KernelFamily::Arange:
-    case KernelFamily::Copy:
-    case KernelFamily::Unary:
-    case KernelFamily::Binary:
-    case KernelFamily::Where:
-    case KernelFamily::Cat:
-    case KernelFamily::Reduce: return true;
-    default: return false;
-  }
-}
-
 /// A tensor's place and shape: two reads are of one value when these are equal.
 using View = std::tuple<const Storage*, std::vector<std::int64_t>, std::vector<std::int64_t>, std::int64_t, DType>;
 

@@ -38,20 +38,6 @@ namespace kiln::compiler {
 
 namespace {
 
-bool computes_from_inputs_alone(KernelFamily family) {
-  switch (family) {
-    case KernelFamily::Fill:
-    case KernelFamily::Arange:
-    case KernelFamily::Copy:
-    case KernelFamily::Unary:
-    case KernelFamily::Binary:
-    case KernelFamily::Where:
-    case KernelFamily::Cat:
-    case KernelFamily::Reduce: return true;
-    default: return false;
-  }
-}
-
 /// Whether node `n`'s argument over storage `s` is written whole, without being read first.
 bool writes_whole(const Node& node, const Storage* s) {
   const std::vector<const Tensor*> args = std::as_const(*node.call).tensors();
