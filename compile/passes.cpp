@@ -45,9 +45,11 @@ std::vector<Pass> selected_passes(const std::string& selection) {
   if (names == "all") return all_passes();
   std::vector<Pass> out;
   if (names == "none") return out;
+  std::set<std::string> named;
   std::istringstream in(names);
   for (std::string name; std::getline(in, name, ',');) {
     if (name.empty()) continue;
+    named.insert(name);
     bool found = false;
     for (const Pass& p : all_passes()) {
       if (name == p.name) {
@@ -60,9 +62,6 @@ std::vector<Pass> selected_passes(const std::string& selection) {
     KILN_CHECK_VALUE(found, "KILN_COMPILE_PASSES: unknown pass '", name, "' (known: ", known, "; or all, none)");
   }
   // In their own order, whatever the order named.
-  std::set<std::string> named;
-  std::istringstream again(names);
-  for (std::string name; std::getline(again, name, ',');) named.insert(name);
   for (const Pass& p : all_passes()) {
     if (named.count(p.name) != 0) out.push_back(p);
   }

@@ -63,8 +63,7 @@ void eliminate_common_subexpressions(Graph& g) {
     return covers_storage(t) && !u.pinned && outside.count(s) == 0 && u.writes.size() == 1;
   };
   std::map<Signature, std::size_t> first_made;  // signature -> the node that made it first
-  std::map<const Storage*, const Storage*> same_as;  // a repeated result -> the first one
-  std::map<const Storage*, Tensor> first_results;
+  std::map<const Storage*, Tensor> earlier_result;  // a repeated result's storage -> the first result
   std::vector<bool> removed(g.nodes.size(), false);
   for (std::size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
@@ -84,16 +83,15 @@ void eliminate_common_subexpressions(Graph& g) {
       } else {
         // A read of a result already found to repeat an earlier one reads the earlier one.
         View v = view_of(*args[i]);
-        if (const auto it = same_as.find(std::get<0>(v)); it != same_as.end()) std::get<0>(v) = it->second;
+        if (const auto it = earlier_result.find(std::get<0>(v)); it != earlier_result.end()) {
+          std::get<0>(v) = storage_of(it->second);
+        }
         sig.reads.push_back(std::move(v));
       }
     }
     if (!eligible || results.empty()) continue;
     const auto [it, fresh] = first_made.emplace(sig, n);
-    if (fresh) {
-      for (const Tensor* r : results) first_results[storage_of(*r)] = *r;
-      continue;
-    }
+    if (fresh) continue;
     // The same computation again: the first result must still hold its value here, which it
     // does when nothing wrote what either call reads in between (results are written once).
     const std::size_t first = it->second;
@@ -103,22 +101,21 @@ void eliminate_common_subexpressions(Graph& g) {
     }
     if (!inputs_unchanged) {
       it->second = n;  // later repeats compare against this one
-      for (const Tensor* r : results) first_results[storage_of(*r)] = *r;
       continue;
     }
     const std::vector<const Tensor*> earlier = std::as_const(*g.nodes[first].call).tensors();
     const std::vector<bool> earlier_writes = g.nodes[first].call->writes();
     std::size_t k = 0;
     for (std::size_t i = 0; i < earlier.size(); ++i) {
-      if (earlier[i]->defined() && earlier_writes[i]) same_as[storage_of(*results[k++])] = storage_of(*earlier[i]);
+      if (earlier[i]->defined() && earlier_writes[i]) earlier_result[storage_of(*results[k++])] = *earlier[i];
     }
     removed[n] = true;
   }
-  if (same_as.empty()) return;
+  if (earlier_result.empty()) return;
   for_each_handle(g, [&](Tensor& t) {
     if (!t.defined()) return;
-    const auto it = same_as.find(storage_of(t));
-    if (it != same_as.end()) t = with_geometry(first_results.at(it->second), t);
+    const auto it = earlier_result.find(storage_of(t));
+    if (it != earlier_result.end()) t = with_geometry(it->second, t);
   });
   remove_nodes(g, removed);
 }

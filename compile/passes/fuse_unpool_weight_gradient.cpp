@@ -2,7 +2,6 @@
 // read their dY straight from the max pool's backward, which then never writes it in NCHW. See
 // Note [A thin layer's weight gradient read through its pool].
 #include "compile/passes/fusion.h"
-#include "core/backends.h"
 #include "core/routes.h"
 
 namespace kiln::compiler {
@@ -51,9 +50,7 @@ void fuse_unpool_weight_gradient(Graph& g) {
                                                                                std::vector<bool>& removed) {
     const auto& [grad_weight, grad_bias, grad_output, input, geometry, groups] = call.arguments();
     const routes::Route route = routes::cpu_conv2d(input.dtype(), grad_weight.sizes(), groups);
-    const bool fusable = route == routes::Route::Thin ||
-                         (route == routes::Route::OneDnn && backends::onednn_is_available());
-    if (!fusable || !covers_storage(grad_output)) return;
+    if ((route != routes::Route::Thin && route != routes::Route::OneDnn) || !covers_storage(grad_output)) return;
     const StorageUses& d = uses[storage_of(grad_output)];
     if (!only_reader(d) || d.writes.front() >= m) return;
     const std::size_t n = d.writes.front();

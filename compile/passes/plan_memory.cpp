@@ -39,11 +39,6 @@ struct StorageUse {
   std::shared_ptr<Storage> replacement;
 };
 
-bool covers(const Tensor& t) {
-  return t.is_contiguous() && t.impl()->storage_offset() == 0 &&
-         static_cast<std::size_t>(t.numel()) * t.element_size() == t.impl()->storage()->nbytes();
-}
-
 std::int64_t align(std::int64_t n) {
   constexpr std::int64_t kAlign = static_cast<std::int64_t>(kCpuAlignment);
   return (n + kAlign - 1) / kAlign * kAlign;
@@ -63,7 +58,7 @@ void plan_memory(Graph& g) {
     for (std::size_t i = 0; i < args.size(); ++i) {
       if (!args[i]->defined()) continue;
       const Storage* s = args[i]->impl()->storage().get();
-      const bool pure_full_write = writes[i] && !updates[i] && covers(*args[i]);
+      const bool pure_full_write = writes[i] && !updates[i] && covers_storage(*args[i]);
       auto [it, fresh] = writes_all_here.emplace(s, pure_full_write);
       if (!fresh) it->second = it->second && pure_full_write && writes[i];
     }
