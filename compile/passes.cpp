@@ -29,6 +29,9 @@ const std::vector<Pass>& all_passes() {
       {"fuse_unpool_conv_backward", &fuse_unpool_conv_backward,
        "max_pool2d_backward_relu + a oneDNN convolution's two backward passes as one kernel (the gradient "
        "unpooled into the primitives' blocked layout)"},
+      {"record_pool_windows", &record_pool_windows,
+       "a fused convolution + relu + 2x2 max pool keeps one byte per window (winner and relu's verdict) for its "
+       "backward instead of Int64 indices and the pooled values"},
       {"fold_constants", &fold_constants,
        "calls that compute from constants alone (a causal mask, a cast scalar) run once, at capture"},
       {"plan_memory", &plan_memory, "every temporary in one arena: a replay allocates nothing"},

@@ -37,6 +37,9 @@ void fuse_unpool_weight_gradient(Graph& g);
 /// max_pool2d_backward_relu + a oneDNN convolution's backward_input and backward_weight_bias of
 /// its result as one kernel (Note [Unpooled into the convolution's layout]).
 void fuse_unpool_conv_backward(Graph& g);
+/// A fused convolution + relu + 2x2 max pool keeps a byte per window for its backward instead of
+/// Int64 indices and the pooled values (Note [Records instead of indices]).
+void record_pool_windows(Graph& g);
 /// Drops the calls whose values depend on nothing the step changes, keeping the values the
 /// capture made (Note [Values computed once]).
 void fold_constants(Graph& g);

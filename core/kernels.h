@@ -79,7 +79,10 @@ using MaxPoolBackwardKernel = void (*)(const Tensor& grad_input, const Tensor& g
 // MaxPoolBackwardKernel followed by relu's backward (threshold_backward) against the pooled
 // input, in one pass: a window's gradient reaches its winner only where `values` (the
 // forward's output, which is the winner's value) is positive; NaN passes, as in
-// threshold_backward. A fused kernel for compiled steps (compile/passes/); optional.
+// threshold_backward. A fused kernel for compiled steps (compile/passes/); optional. On the CPU
+// it also takes UInt8 window records for indices, whose bit replaces the test on `values`
+// (Note [A pool window in one byte], core/cpu/pool_record.h), as do the convolution kernels
+// below that take a pool's indices.
 using MaxPoolBackwardReluKernel = void (*)(const Tensor& grad_input, const Tensor& grad_output, const Tensor& indices,
                                            const Tensor& values);
 // The op kernels (core/backends.h): conv2d, training-mode batch_norm and the 2-D pools as

@@ -6,6 +6,7 @@
 #include "core/backends.h"
 #include "core/routes.h"
 #include "core/cpu/cpu_kernels.h"
+#include "core/cpu/pool_record.h"
 
 namespace kiln::compiler {
 
@@ -19,7 +20,7 @@ namespace kiln::compiler {
 // as soon as both exist (ConvKernels::forward_relu_max_pool) and A is never written. The pass
 // fuses the two when:
 //  - the convolution is thin (core/cpu/conv_thin.cpp makes its rows) and the pool is 2x2 with
-//    stride 2, no padding or dilation (thin_conv2d_pools_rows); or the convolution is on
+//    stride 2, no padding or dilation (pools_whole_2x2_windows); or the convolution is on
 //    oneDNN's route, whose primitive writes A in channel blocks: there the fused kernel keeps A
 //    in that layout, in scratch memory, and pools it where it lies instead of reordering it to
 //    NCHW for the pool to read back (Note [A convolution's blocked output pooled where it lies]
@@ -59,7 +60,7 @@ void fuse_conv_pool(Graph& g) {
                                   pooled.sizes() == out.sizes())) {
       return;
     }
-    if ((thin && !cpu::thin_conv2d_pools_rows(pool_geometry)) || touched_between(uses[storage_of(values)], n, *m) ||
+    if ((thin && !cpu::pools_whole_2x2_windows(pool_geometry)) || touched_between(uses[storage_of(values)], n, *m) ||
         touched_between(uses[storage_of(indices)], n, *m)) {
       return;
     }

@@ -6,6 +6,7 @@
 // compared with cuDNN on a GPU.
 // Read next: core/cuda/cudnn_conv.cpp.
 #include "core/cpu/cpu_kernels.h"
+#include "core/cpu/pool_record.h"
 #include "core/kernels.h"
 #include "core/ops/allocate.h"
 #include "core/ops/conv.h"
@@ -95,7 +96,10 @@ void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& ind
   const Tensor out = ops::empty_output({input.sizes()[0], weight.sizes()[0], g.out_h, g.out_w}, input.dtype(),
                                        input.device(), "convolution");
   kernels.conv2d.forward_relu(out, input, weight, bias, g, groups);
-  kernels.max_pool2d(values, indices, out, pool);
+  if (!holds_pool_records(indices)) return kernels.max_pool2d(values, indices, out, pool);
+  const Tensor positions = ops::empty_output(indices.sizes(), kInt64, indices.device(), "max_pool2d");
+  kernels.max_pool2d(values, positions, out, pool);
+  pool_records_from_indices(indices, positions, values, g.out_w);
 }
 
 // The two kernels the table has, with the unpooled gradient in a temporary: the reference for

@@ -6,6 +6,7 @@
 // to the next rule.
 // Read next: core/routes.h, core/cpu/conv_thin.cpp, core/onednn/conv.cpp.
 #include "core/cpu/cpu_kernels.h"
+#include "core/cpu/pool_record.h"
 #include "core/onednn/onednn.h"
 #include "core/routes.h"
 
@@ -82,7 +83,7 @@ void conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, c
                                   const Im2ColGeometry& pool, std::int64_t groups) {
   switch (route_of(input, weight, groups)) {
     case routes::Route::Thin:
-      if (thin_conv2d_pools_rows(pool)) {
+      if (pools_whole_2x2_windows(pool)) {
         return thin_conv2d_forward_relu_max_pool(values, indices, input, weight, bias, g, pool);
       }
       break;

@@ -20,6 +20,7 @@
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/pool_record.h"
 #include "core/cpu/select.h"
 #include "core/dispatch.h"
 #include "core/error.h"
@@ -183,9 +184,11 @@ void forward_rows(const float* image, std::int64_t channels, const PaddedImage& 
 template <class T>
 struct PooledGradient {
   const T* grad;
-  const std::int64_t* indices;
+  const std::int64_t* indices;   // with values; or
+  const std::uint8_t* records;   // window records (Note [A pool window in one byte])
   const T* values;
-  std::int64_t plane_out;  // pooled outputs per plane
+  std::int64_t out_w, plane_out;  // pooled outputs per row and per plane
+  std::int64_t width;             // of the unpooled plane
   const std::int64_t* padded_position;  // where flat plane position i lies in the padded rows
 };
 
@@ -199,14 +202,25 @@ void unpool_plane(const PooledGradient<T>& p, std::int64_t plane, std::int64_t p
                   float* out) {
   std::fill(out, out + padded_size, 0.0f);
   const T* g = p.grad + plane * p.plane_out;
+  const auto add = [&](std::int64_t o, std::int64_t at, bool passes) {
+    float& cell = out[p.padded_position[at]];
+    cell = to_op_math(from_op_math<T>(cell + select(passes, static_cast<float>(to_op_math(g[o])), 0.0f)));
+  };
+  if (p.records != nullptr) {
+    const std::uint8_t* record = p.records + plane * p.plane_out;
+    for (std::int64_t o = 0, py = 0; o < p.plane_out; ++py) {
+      for (std::int64_t px = 0; px < p.out_w; ++px, ++o) {
+        add(o, pool_record_winner(record[o], py, px, p.width), pool_record_passes(record[o]));
+      }
+    }
+    return;
+  }
   const T* value = p.values + plane * p.plane_out;
   const std::int64_t* winner = p.indices + plane * p.plane_out;
   for (std::int64_t o = 0; o < p.plane_out; ++o) {
     const std::int64_t at = winner[o];
     KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
-    const bool passes = !(to_op_math(value[o]) <= 0);  // threshold_backward's test
-    float& cell = out[p.padded_position[at]];
-    cell = to_op_math(from_op_math<T>(cell + select(passes, static_cast<float>(to_op_math(g[o])), 0.0f)));
+    add(o, at, !(to_op_math(value[o]) <= 0));  // threshold_backward's test
   }
 }
 
@@ -291,7 +305,8 @@ void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_bias, co
 template <class T>
 struct PooledOutput {
   T* values;
-  std::int64_t* indices;
+  std::int64_t* indices;  // or
+  std::uint8_t* records;  // window records (Note [A pool window in one byte])
   std::int64_t out_h, out_w;
 };
 
@@ -308,7 +323,6 @@ void pool_row_pairs(const float* top, const float* bottom, std::int64_t count, s
                     float* best, std::int32_t* best_at) {
   const auto stored = [](float v) { return to_op_math(from_op_math<T>(select(v < 0.0f, 0.0f, v))); };
   const std::int64_t pairs = count * row_width / 2;
-  const std::int32_t below = static_cast<std::int32_t>(conv_width);
   for (std::int64_t q = 0; q < pairs; ++q) {
     const float t0 = stored(top[2 * q]), t1 = stored(top[2 * q + 1]);
     const float b0 = stored(bottom[2 * q]), b1 = stored(bottom[2 * q + 1]);
@@ -316,16 +330,23 @@ void pool_row_pairs(const float* top, const float* bottom, std::int64_t count, s
     const float top_max = select(right_top, t1, t0), bottom_max = select(right_bottom, b1, b0);
     const bool take_bottom = !(bottom_max <= top_max) & (top_max == top_max);
     best[q] = select(take_bottom, bottom_max, top_max);
-    best_at[q] = select(take_bottom, below + static_cast<std::int32_t>(right_bottom),
-                        static_cast<std::int32_t>(right_top));
+    // The winner's row (bit 1) and column (bit 0) in its window.
+    best_at[q] = select(take_bottom, 2 + static_cast<std::int32_t>(right_bottom), static_cast<std::int32_t>(right_top));
   }
   const std::int64_t half = row_width / 2;
   for (std::int64_t ob = 0; ob < count; ++ob) {
     const std::int64_t first = ((first_plane + ob) * pool.out_h + py) * pool.out_w;
-    const std::int64_t window = 2 * py * conv_width;
+    const float* value = best + ob * half;
+    const std::int32_t* at = best_at + ob * half;
+    for (std::int64_t px = 0; px < pool.out_w; ++px) pool.values[first + px] = from_op_math<T>(value[px]);
+    if (pool.records != nullptr) {
+      for (std::int64_t px = 0; px < pool.out_w; ++px) {
+        pool.records[first + px] = pool_record(at[px] >> 1, at[px] & 1, !(value[px] <= 0.0f));
+      }
+      continue;
+    }
     for (std::int64_t px = 0; px < pool.out_w; ++px) {
-      pool.values[first + px] = from_op_math<T>(best[ob * half + px]);
-      pool.indices[first + px] = window + 2 * px + best_at[ob * half + px];
+      pool.indices[first + px] = pool_record_winner(static_cast<std::uint8_t>(at[px]), py, px, conv_width);
     }
   }
 }
@@ -455,26 +476,29 @@ void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, con
     for (std::int64_t i = 0; i < g.out_h * g.out_w; ++i) {
       padded_position[static_cast<std::size_t>(i)] = i / g.out_w * padded.row_width + i % g.out_w;
     }
-    const PooledGradient<T> pooled{grad_pooled.data_ptr<T>(), indices.data_ptr<std::int64_t>(), values.data_ptr<T>(),
-                                   grad_pooled.sizes()[2] * grad_pooled.sizes()[3], padded_position.data()};
+    const bool records = holds_pool_records(indices);
+    const PooledGradient<T> pooled{grad_pooled.data_ptr<T>(),
+                                   records ? nullptr : indices.data_ptr<std::int64_t>(),
+                                   records ? indices.data_ptr<std::uint8_t>() : nullptr,
+                                   values.data_ptr<T>(),
+                                   grad_pooled.sizes()[3],
+                                   grad_pooled.sizes()[2] * grad_pooled.sizes()[3],
+                                   g.out_w,
+                                   padded_position.data()};
     thin_weight_gradient<T>(grad_weight, grad_bias, Tensor(), input, g, &pooled);
   });
-}
-
-bool thin_conv2d_pools_rows(const Im2ColGeometry& pool) {
-  return pool.kernel_h == 2 && pool.kernel_w == 2 && pool.stride_h == 2 && pool.stride_w == 2 && pool.pad_h == 0 &&
-         pool.pad_w == 0 && pool.dilation_h == 1 && pool.dilation_w == 1 && pool.out_h == pool.height / 2 &&
-         pool.out_w == pool.width / 2;
 }
 
 void thin_conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, const Tensor& input,
                                        const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                        const Im2ColGeometry& pool) {
-  KILN_CHECK(thin_conv2d_pools_rows(pool), "thin_conv2d_forward_relu_max_pool: needs a 2x2 max pool of stride 2");
+  KILN_CHECK(pools_whole_2x2_windows(pool), "thin_conv2d_forward_relu_max_pool: needs a 2x2 max pool of stride 2");
   if (values.is_meta()) return;
   profiler::note_route(profiler::Route::Thin);
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_forward_relu_max_pool", [&]<typename T>() {
-    const PooledOutput<T> pooled{values.data_ptr<T>(), indices.data_ptr<std::int64_t>(), pool.out_h, pool.out_w};
+    const bool records = holds_pool_records(indices);
+    const PooledOutput<T> pooled{values.data_ptr<T>(), records ? nullptr : indices.data_ptr<std::int64_t>(),
+                                 records ? indices.data_ptr<std::uint8_t>() : nullptr, pool.out_h, pool.out_w};
     thin_forward<T>(Tensor(), input, weight, bias, g, /*relu=*/true, &pooled);
   });
 }

@@ -43,11 +43,9 @@ KernelOf<ConvKernels::ForwardReluMaxPool> conv2d_forward_relu_max_pool_kernel;
 /// `relu` relu applied to each result as it is stored.
 void thin_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                          const Im2ColGeometry& g, bool relu = false);
-/// Whether the thin forward can max-pool its rows as it makes them: `pool` (the pool's
-/// geometry over the convolution's output) is 2x2, stride 2, no padding or dilation.
-bool thin_conv2d_pools_rows(const Im2ColGeometry& pool);
-/// The thin forward with relu, max-pooled by `pool` as its rows are made: the pool's values and
-/// indices, as max_pool2d_kernel gives them, with the convolution's output never stored.
+/// The thin forward with relu, max-pooled by `pool` (pools_whole_2x2_windows, core/cpu/pool_record.h)
+/// as its rows are made: the pool's values and indices, as max_pool2d_kernel gives them (or
+/// window records, when `indices` is UInt8), with the convolution's output never stored.
 void thin_conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, const Tensor& input,
                                        const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                        const Im2ColGeometry& pool);
@@ -69,12 +67,14 @@ KernelOf<MaxPoolBackwardKernel> max_pool2d_backward_kernel;
 KernelOf<MaxPoolBackwardReluKernel> max_pool2d_backward_relu_kernel;
 /// max_pool2d_kernel of an input held channel-blocked (`layout`, [N, C, g.height, g.width] with
 /// N and C from `values`): values and indices in NCHW, bit for bit max_pool2d_kernel's; with
-/// `relu`, of relu(input) (NaN kept), relu computed as each element is read.
+/// `relu`, of relu(input) (NaN kept), relu computed as each element is read. UInt8 `indices`
+/// take window records (Note [A pool window in one byte], core/cpu/pool_record.h).
 void max_pool2d_channel_blocked_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
                                        const ChannelBlockedLayout& layout, const Im2ColGeometry& g,
                                        bool relu = false);
 /// max_pool2d_backward_relu_kernel (or without `values` max_pool2d_backward_kernel) writing its
-/// gradient channel-blocked (`layout`, padding lanes zeroed); g is the pool's geometry.
+/// gradient channel-blocked (`layout`, padding lanes zeroed); g is the pool's geometry. UInt8
+/// `indices` are window records, which say whether each window passes (`values` unread).
 void max_pool2d_backward_relu_channel_blocked_kernel(const Tensor& grad_input, const ChannelBlockedLayout& layout,
                                                      const Tensor& grad_output, const Tensor& indices,
                                                      const Tensor& values, const Im2ColGeometry& g);

@@ -12,6 +12,7 @@
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/pool_record.h"
 #include "core/cpu/select.h"
 #include "core/dispatch.h"
 #include "core/error.h"
@@ -230,9 +231,10 @@ inline std::int64_t block_offset(const ChannelBlockedLayout& l, std::int64_t h, 
 /// Max pooling of one (image, channel block) into the `lanes` planes at `values`/`indices`
 /// (each plane_out long): pool_plane's loop, each tap a B-lane step; with Relu, of relu's
 /// output (functors.h's Relu, NaN kept) computed as each element is read.
+/// With `records` (and indices null), window records instead (Note [A pool window in one byte]).
 template <int B, bool Relu, class T>
-void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::int64_t lanes, std::int64_t plane_out,
-                        const PoolPlan& p, const ChannelBlockedLayout& layout) {
+void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::uint8_t* records, std::int64_t lanes,
+                        std::int64_t plane_out, const PoolPlan& p, const ChannelBlockedLayout& layout) {
   using M = OpMath<T>;
   std::int64_t o = 0;
   for (const Span& r : p.rows) {
@@ -264,9 +266,17 @@ void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::i
           }
         }
       }
-      for (std::int64_t l = 0; l < lanes; ++l) {
-        values[l * plane_out + o] = from_op_math<T>(best[l]);
-        indices[l * plane_out + o] = at[l];
+      for (std::int64_t l = 0; l < lanes; ++l) values[l * plane_out + o] = from_op_math<T>(best[l]);
+      if (records != nullptr) {
+        const PlaneIndex anchor = static_cast<PlaneIndex>(y0 * p.width + x0);
+        for (std::int64_t l = 0; l < lanes; ++l) {
+          const std::int64_t from_anchor = at[l] - anchor;
+          const bool lower = from_anchor >= p.width;
+          records[l * plane_out + o] = pool_record(lower, from_anchor != (lower ? p.width : 0),
+                                                   !(to_op_math(values[l * plane_out + o]) <= 0));
+        }
+      } else {
+        for (std::int64_t l = 0; l < lanes; ++l) indices[l * plane_out + o] = at[l];
       }
       ++o;
     }
@@ -274,11 +284,12 @@ void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::i
 }
 
 /// pool_backward for one (image, channel block): zeros, then each window's gradient added onto
-/// its winner in the window's order, unless the pooled value (with `values`) is not positive.
+/// its winner in the window's order, unless the pooled value (with `values`) is not positive;
+/// or with `records` (indices and values null), where and whether they say.
 template <int B, class T>
-void unpool_channel_block(T* block, const T* grad, const T* values, const std::int64_t* indices, std::int64_t lanes,
-                          std::int64_t height, std::int64_t width, std::int64_t plane_out,
-                          const ChannelBlockedLayout& layout) {
+void unpool_channel_block(T* block, const T* grad, const T* values, const std::int64_t* indices,
+                          const std::uint8_t* records, std::int64_t lanes, std::int64_t height, std::int64_t width,
+                          std::int64_t out_w, std::int64_t plane_out, const ChannelBlockedLayout& layout) {
   const std::int64_t plane_in = height * width;
   // Rows that follow each other with no gap (oneDNN's dense nChw16c) make the block one run,
   // and a position's offset its index times the lane stride: no division per element.
@@ -292,16 +303,27 @@ void unpool_channel_block(T* block, const T* grad, const T* values, const std::i
   }
   for (std::int64_t l = 0; l < lanes; ++l) {
     const T* g = grad + l * plane_out;
+    // threshold_backward's test, without a branch (relu makes it a coin flip): a window it
+    // stops adds +0, which leaves every element as it was (each starts at +0, so none is -0).
+    const auto add = [&](std::int64_t o, std::int64_t at, bool passes) {
+      T& e = block[(dense ? at * B : block_offset(layout, at / width, at % width)) + l];
+      e = from_op_math<T>(to_op_math(e) + select(passes, to_op_math(g[o]), OpMath<T>(0)));
+    };
+    if (records != nullptr) {
+      const std::uint8_t* record = records + l * plane_out;
+      for (std::int64_t o = 0, py = 0; o < plane_out; ++py) {
+        for (std::int64_t px = 0; px < out_w; ++px, ++o) {
+          add(o, pool_record_winner(record[o], py, px, width), pool_record_passes(record[o]));
+        }
+      }
+      continue;
+    }
     const T* value = values != nullptr ? values + l * plane_out : nullptr;
     const std::int64_t* winner = indices + l * plane_out;
     for (std::int64_t o = 0; o < plane_out; ++o) {
       const std::int64_t at = winner[o];
       KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
-      // threshold_backward's test, without a branch (relu makes it a coin flip): a window it
-      // stops adds +0, which leaves every element as it was (each starts at +0, so none is -0).
-      const bool passes = value == nullptr || !(to_op_math(value[o]) <= 0);
-      T& e = block[(dense ? at * B : block_offset(layout, at / width, at % width)) + l];
-      e = from_op_math<T>(to_op_math(e) + select(passes, to_op_math(g[o]), OpMath<T>(0)));
+      add(o, at, value == nullptr || !(to_op_math(value[o]) <= 0));
     }
   }
 }
@@ -335,19 +357,23 @@ void max_pool2d_channel_blocked_kernel(const Tensor& values, const Tensor& indic
                                        const ChannelBlockedLayout& layout, const Im2ColGeometry& g, bool relu) {
   KILN_CHECK(g.height * g.width <= std::numeric_limits<PlaneIndex>::max(), "max_pool2d: a plane of ",
              g.height * g.width, " elements is past the blocked kernel's 32-bit positions");
+  const bool records = holds_pool_records(indices);
+  KILN_CHECK(!records || pools_whole_2x2_windows(g), "max_pool2d: window records need a 2x2 pool of stride 2");
   dispatch_dtype<FloatingTypes>(input.dtype(), "max_pool2d_channel_blocked_cpu", [&]<typename T>() {
     const std::int64_t images = values.sizes()[0], channels = values.sizes()[1], plane_out = g.out_h * g.out_w;
     const PoolPlan plan = pool_plan(g);
     const T* x = input.data_ptr<T>();
     T* v = values.data_ptr<T>();
-    std::int64_t* idx = indices.data_ptr<std::int64_t>();
+    std::int64_t* idx = records ? nullptr : indices.data_ptr<std::int64_t>();
+    std::uint8_t* rec = records ? indices.data_ptr<std::uint8_t>() : nullptr;
     with_block_width(layout.block, [&]<int B>() {
       for_each_channel_block(images, channels, B, plane_out * g.kernel_h * g.kernel_w,
                              [&](std::int64_t n, std::int64_t cb, std::int64_t lanes) {
                                const std::int64_t plane = n * channels + cb * B;
                                const auto pool = relu ? &pool_channel_block<B, true, T> : &pool_channel_block<B, false, T>;
                                pool(x + n * layout.stride_n + cb * layout.stride_block, v + plane * plane_out,
-                                    idx + plane * plane_out, lanes, plane_out, plan, layout);
+                                    idx != nullptr ? idx + plane * plane_out : nullptr,
+                                    rec != nullptr ? rec + plane * plane_out : nullptr, lanes, plane_out, plan, layout);
                              });
     });
   });
@@ -361,15 +387,19 @@ void max_pool2d_backward_relu_channel_blocked_kernel(const Tensor& grad_input, c
     const std::int64_t plane_out = g.out_h * g.out_w;
     T* gi = grad_input.data_ptr<T>();
     const T* go = grad_output.data_ptr<T>();
-    const T* v = values.defined() ? values.data_ptr<T>() : nullptr;
-    const std::int64_t* idx = indices.data_ptr<std::int64_t>();
+    const bool records = holds_pool_records(indices);
+    const T* v = values.defined() && !records ? values.data_ptr<T>() : nullptr;
+    const std::int64_t* idx = records ? nullptr : indices.data_ptr<std::int64_t>();
+    const std::uint8_t* rec = records ? indices.data_ptr<std::uint8_t>() : nullptr;
     with_block_width(layout.block, [&]<int B>() {
       for_each_channel_block(images, channels, B, g.height * g.width,
                              [&](std::int64_t n, std::int64_t cb, std::int64_t lanes) {
                                const std::int64_t plane = (n * channels + cb * B) * plane_out;
                                unpool_channel_block<B, T>(gi + n * layout.stride_n + cb * layout.stride_block,
-                                                          go + plane, v != nullptr ? v + plane : nullptr, idx + plane,
-                                                          lanes, g.height, g.width, plane_out, layout);
+                                                          go + plane, v != nullptr ? v + plane : nullptr,
+                                                          idx != nullptr ? idx + plane : nullptr,
+                                                          rec != nullptr ? rec + plane : nullptr, lanes, g.height,
+                                                          g.width, g.out_w, plane_out, layout);
                              });
     });
   });
@@ -388,9 +418,31 @@ void pool_backward(const Tensor& grad_input, const Tensor& grad_output, const Te
   const std::int64_t plane_out = grad_output.sizes()[2] * grad_output.sizes()[3];
   T* gi = grad_input.data_ptr<T>();
   const T* go = grad_output.data_ptr<T>();
+  const bool records = holds_pool_records(indices);
+  const std::int64_t grain = std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(plane_in, 1));
+  if (records) {
+    KILN_CHECK(values.defined(), "max_pool2d_backward: window records carry relu's backward, so only its fused kernel takes them");
+    const std::uint8_t* rec = indices.data_ptr<std::uint8_t>();
+    const std::int64_t width = grad_input.sizes()[3], out_w = grad_output.sizes()[3];
+    parallel_for(0, planes, grain, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t p = b; p < e; ++p) {
+        T* plane = gi + p * plane_in;
+        const T* g = go + p * plane_out;
+        const std::uint8_t* record = rec + p * plane_out;
+        std::fill(plane, plane + plane_in, T(0));
+        for (std::int64_t o = 0, py = 0; o < plane_out; ++py) {
+          for (std::int64_t px = 0; px < out_w; ++px, ++o) {
+            if (!pool_record_passes(record[o])) continue;
+            T& e = plane[pool_record_winner(record[o], py, px, width)];
+            e = from_op_math<T>(to_op_math(e) + to_op_math(g[o]));
+          }
+        }
+      }
+    });
+    return;
+  }
   const T* v = values.defined() ? values.data_ptr<T>() : nullptr;
   const std::int64_t* idx = indices.data_ptr<std::int64_t>();
-  const std::int64_t grain = std::max<std::int64_t>(1, kGrainSize / std::max<std::int64_t>(plane_in, 1));
   parallel_for(0, planes, grain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t p = b; p < e; ++p) {
       T* plane = gi + p * plane_in;

@@ -129,7 +129,8 @@ TEST_F(CompileTest, ACnnStepWithDropoutAndAdamMatchesEagerInFloat64) {
 }
 
 /// Every pass but those that change a reduction's order (whose Notes say so).
-const char* kExactPasses = "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_linear,plan_memory";
+const char* kExactPasses =
+    "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_linear,record_pool_windows,plan_memory";
 
 TEST_F(CompileTest, TheFashionCnnStepMatchesEagerInFloat32) {
   // train_cnn's model: the oneDNN route, its blocked layouts and thin kernels.
