@@ -32,6 +32,9 @@ const std::vector<Pass>& all_passes() {
       {"record_pool_windows", &record_pool_windows,
        "a fused convolution + relu + 2x2 max pool keeps one byte per window (winner and relu's verdict) for its "
        "backward instead of Int64 indices and the pooled values"},
+      {"propagate_channel_blocks", &propagate_channel_blocks,
+       "the activation between a thin first layer and a oneDNN convolution, and its gradient, cross in the "
+       "primitives' channel blocks (no reorder to or from NCHW)"},
       {"fold_constants", &fold_constants,
        "calls that compute from constants alone (a causal mask, a cast scalar) run once, at capture"},
       {"plan_memory", &plan_memory, "every temporary in one arena: a replay allocates nothing"},

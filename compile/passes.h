@@ -40,6 +40,9 @@ void fuse_unpool_conv_backward(Graph& g);
 /// A fused convolution + relu + 2x2 max pool keeps a byte per window for its backward instead of
 /// Int64 indices and the pooled values (Note [Records instead of indices]).
 void record_pool_windows(Graph& g);
+/// The activation between a thin first layer and a oneDNN convolution, and its gradient, cross in
+/// the primitives' channel blocks instead of NCHW (Note [Layouts that flow between layers]).
+void propagate_channel_blocks(Graph& g);
 /// Drops the calls whose values depend on nothing the step changes, keeping the values the
 /// capture made (Note [Values computed once]).
 void fold_constants(Graph& g);

@@ -27,6 +27,7 @@ struct Im2ColGeometry {
 /// [A convolution's blocked output pooled where it lies] in core/cpu/pool.cpp).
 struct ChannelBlockedLayout {
   std::int64_t block = 0, stride_n = 0, stride_block = 0, stride_h = 0, stride_w = 0, elements = 0;
+  bool operator==(const ChannelBlockedLayout&) const = default;
 };
 
 /// Which pooling a PoolKernels call computes; the averages differ in the divisor at the

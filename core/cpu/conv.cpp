@@ -5,6 +5,7 @@
 // op that always takes the library path, a reference to be gradchecked against here and to be
 // compared with cuDNN on a GPU.
 // Read next: core/cuda/cudnn_conv.cpp.
+#include "core/cpu/channel_blocks.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/pool_record.h"
 #include "core/kernels.h"
@@ -89,9 +90,23 @@ void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor&
 
 // The two kernels the table has, with the convolution's output in a temporary: the reference
 // for the thin route's pooled forward (core/cpu/conv_thin.cpp).
+namespace {
+
+/// The unfused compositions take activations in NCHW only: one held in channel blocks (Note
+/// [Channel blocks across a layer boundary]) is for the fused kernels a pass checked it for.
+void expect_plain(std::initializer_list<const Tensor*> activations) {
+  for (const Tensor* t : activations) {
+    KILN_CHECK(!holds_channel_blocks(*t), "conv2d: an activation in channel blocks ", t->sizes(),
+               " reached a kernel that reads NCHW only");
+  }
+}
+
+}  // namespace
+
 void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
                                          const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                          const Im2ColGeometry& pool, std::int64_t groups) {
+  expect_plain({&values, &input});
   const BackendKernels& kernels = registered_kernels(DeviceType::CPU);
   const Tensor out = ops::empty_output({input.sizes()[0], weight.sizes()[0], g.out_h, g.out_w}, input.dtype(),
                                        input.device(), "convolution");
@@ -108,6 +123,7 @@ void conv2d_backward_weight_bias_through_max_pool_kernel(const Tensor& grad_weig
                                                          const Tensor& grad_pooled, const Tensor& indices,
                                                          const Tensor& values, const Tensor& input,
                                                          const Im2ColGeometry& g, std::int64_t groups) {
+  expect_plain({&grad_pooled, &values});
   const BackendKernels& kernels = registered_kernels(DeviceType::CPU);
   const Tensor grad_output = ops::empty_output({input.sizes()[0], grad_weight.sizes()[0], g.out_h, g.out_w},
                                                input.dtype(), input.device(), "max_pool2d_backward");
@@ -121,6 +137,7 @@ void conv2d_backward_through_max_pool_kernel(const Tensor& grad_input, const Ten
                                              const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& indices,
                                              const Tensor& values, const Tensor& weight, const Tensor& input,
                                              const Im2ColGeometry& g, std::int64_t groups) {
+  expect_plain({&grad_input, &grad_pooled, &values, &input});
   const BackendKernels& kernels = registered_kernels(DeviceType::CPU);
   const Tensor grad_output = ops::empty_output({input.sizes()[0], grad_weight.sizes()[0], g.out_h, g.out_w},
                                                input.dtype(), input.device(), "max_pool2d_backward");

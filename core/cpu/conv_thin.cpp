@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/cpu/cpu_kernels.h"
+#include "core/cpu/channel_blocks.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/pool_record.h"
 #include "core/cpu/select.h"
@@ -184,6 +185,7 @@ void forward_rows(const float* image, std::int64_t channels, const PaddedImage& 
 template <class T>
 struct PooledGradient {
   const T* grad;
+  std::int64_t grad_block, channels;  // grad in channel blocks of grad_block (0: NCHW) of `channels`
   const std::int64_t* indices;   // with values; or
   const std::uint8_t* records;   // window records (Note [A pool window in one byte])
   const T* values;
@@ -201,10 +203,11 @@ template <class T>
 void unpool_plane(const PooledGradient<T>& p, std::int64_t plane, std::int64_t plane_in, std::int64_t padded_size,
                   float* out) {
   std::fill(out, out + padded_size, 0.0f);
-  const T* g = p.grad + plane * p.plane_out;
+  const PlaneStart start = plane_start(plane, p.channels, p.plane_out, p.grad_block);
+  const T* g = p.grad + start.offset;
   const auto add = [&](std::int64_t o, std::int64_t at, bool passes) {
     float& cell = out[p.padded_position[at]];
-    cell = to_op_math(from_op_math<T>(cell + select(passes, static_cast<float>(to_op_math(g[o])), 0.0f)));
+    cell = to_op_math(from_op_math<T>(cell + select(passes, static_cast<float>(to_op_math(g[o * start.step])), 0.0f)));
   };
   if (p.records != nullptr) {
     const std::uint8_t* record = p.records + plane * p.plane_out;
@@ -305,6 +308,7 @@ void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_bias, co
 template <class T>
 struct PooledOutput {
   T* values;
+  std::int64_t values_block, channels;  // values in channel blocks of values_block (0: NCHW) of `channels`
   std::int64_t* indices;  // or
   std::uint8_t* records;  // window records (Note [A pool window in one byte])
   std::int64_t out_h, out_w;
@@ -338,7 +342,10 @@ void pool_row_pairs(const float* top, const float* bottom, std::int64_t count, s
     const std::int64_t first = ((first_plane + ob) * pool.out_h + py) * pool.out_w;
     const float* value = best + ob * half;
     const std::int32_t* at = best_at + ob * half;
-    for (std::int64_t px = 0; px < pool.out_w; ++px) pool.values[first + px] = from_op_math<T>(value[px]);
+    const PlaneStart plane =
+        plane_start(first_plane + ob, pool.channels, pool.out_h * pool.out_w, pool.values_block);
+    T* row = pool.values + plane.offset + py * pool.out_w * plane.step;
+    for (std::int64_t px = 0; px < pool.out_w; ++px) row[px * plane.step] = from_op_math<T>(value[px]);
     if (pool.records != nullptr) {
       for (std::int64_t px = 0; px < pool.out_w; ++px) {
         pool.records[first + px] = pool_record(at[px] >> 1, at[px] & 1, !(value[px] <= 0.0f));
@@ -477,12 +484,17 @@ void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, con
       padded_position[static_cast<std::size_t>(i)] = i / g.out_w * padded.row_width + i % g.out_w;
     }
     const bool records = holds_pool_records(indices);
+    KILN_CHECK(records || !holds_channel_blocks(values),
+               "thin_conv2d_weight_gradient_through_max_pool: pooled values in channel blocks need window records");
+    const Shape pooled_sizes = nchw_sizes(grad_pooled);
     const PooledGradient<T> pooled{grad_pooled.data_ptr<T>(),
+                                   holds_channel_blocks(grad_pooled) ? grad_pooled.sizes()[4] : 0,
+                                   pooled_sizes[1],
                                    records ? nullptr : indices.data_ptr<std::int64_t>(),
                                    records ? indices.data_ptr<std::uint8_t>() : nullptr,
                                    values.data_ptr<T>(),
-                                   grad_pooled.sizes()[3],
-                                   grad_pooled.sizes()[2] * grad_pooled.sizes()[3],
+                                   pooled_sizes[3],
+                                   pooled_sizes[2] * pooled_sizes[3],
                                    g.out_w,
                                    padded_position.data()};
     thin_weight_gradient<T>(grad_weight, grad_bias, Tensor(), input, g, &pooled);
@@ -493,11 +505,15 @@ void thin_conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indic
                                        const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                        const Im2ColGeometry& pool) {
   KILN_CHECK(pools_whole_2x2_windows(pool), "thin_conv2d_forward_relu_max_pool: needs a 2x2 max pool of stride 2");
+  KILN_CHECK(!holds_channel_blocks(values) || weight.sizes()[0] % values.sizes()[4] == 0,
+             "thin_conv2d_forward_relu_max_pool: values in channel blocks of ", values.sizes()[4], " for ",
+             weight.sizes()[0], " channels");
   if (values.is_meta()) return;
   profiler::note_route(profiler::Route::Thin);
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_forward_relu_max_pool", [&]<typename T>() {
     const bool records = holds_pool_records(indices);
-    const PooledOutput<T> pooled{values.data_ptr<T>(), records ? nullptr : indices.data_ptr<std::int64_t>(),
+    const PooledOutput<T> pooled{values.data_ptr<T>(), holds_channel_blocks(values) ? values.sizes()[4] : 0,
+                                 weight.sizes()[0], records ? nullptr : indices.data_ptr<std::int64_t>(),
                                  records ? indices.data_ptr<std::uint8_t>() : nullptr, pool.out_h, pool.out_w};
     thin_forward<T>(Tensor(), input, weight, bias, g, /*relu=*/true, &pooled);
   });

@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 
+#include "core/cpu/channel_blocks.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/onednn/kernels.h"
 #include "core/onednn/onednn.h"
@@ -204,6 +205,13 @@ bool output_fits_int32(const Tensor& input, const Tensor& weight, const Im2ColGe
   return elements < std::numeric_limits<std::int32_t>::max();
 }
 
+/// Whether `t`, held in channel blocks, is in the layout primitive `p` wants argument `id` in.
+bool reads_in_place(const Prepared& p, int id, const Tensor& t) {
+  const Shape nchw = cpu::nchw_sizes(t);
+  return channel_blocked_layout(p.wanted(id), t.dtype()) ==
+         cpu::dense_channel_blocks(nchw[0], nchw[1], nchw[2], nchw[3], t.sizes()[4]);
+}
+
 /// A buffer for a [N, C, H, W] intermediate in `layout`, allocated as the op's own temporary
 /// (a replay's scratch; the meta device when planned).
 Tensor blocked_buffer(const ChannelBlockedLayout& layout, const Tensor& like, const char* op) {
@@ -218,21 +226,35 @@ bool conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indices, c
   // The convolution's output stays in the blocked layout its primitive writes, and the pool
   // reads it there, applying relu to each element as it reads it (Note [A convolution's blocked
   // output pooled where it lies]; Note [oneDNN's relu drops NaN]).
+  // An input held in channel blocks is read where it lies (Note [Channel blocks across a layer
+  // boundary] in core/cpu/channel_blocks.h).
   const Pass pass = bias.defined() ? Pass::ForwardWithBias : Pass::Forward;
+  const Shape input_sizes = cpu::nchw_sizes(input);
   const auto p = all_fit_int32({input, weight, values}) && output_fits_int32(input, weight, g)
-                     ? prepared(pass, input.dtype(), input.sizes(), weight.sizes(), g, groups)
+                     ? prepared(pass, input.dtype(), input_sizes, weight.sizes(), g, groups)
                      : nullptr;
   const std::optional<ChannelBlockedLayout> layout =
       p ? channel_blocked_layout(p->wanted(DNNL_ARG_DST), input.dtype()) : std::nullopt;
+  const bool blocked_input = cpu::holds_channel_blocks(input);
+  KILN_CHECK(!blocked_input || (layout && reads_in_place(*p, DNNL_ARG_SRC, input)),
+             "conv2d: an input in channel blocks of ", input.sizes(), " that oneDNN's primitive does not read");
   if (!layout) return false;
   const Tensor out = blocked_buffer(*layout, input, "convolution");
-  if (bias.defined()) {
-    p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
-            {DNNL_ARG_BIAS, address_of(bias)}, {DNNL_ARG_DST, address_of(out)}},
-           {DNNL_ARG_DST});
+  const auto run = [&](std::initializer_list<int> in_place) {
+    if (bias.defined()) {
+      p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
+              {DNNL_ARG_BIAS, address_of(bias)}, {DNNL_ARG_DST, address_of(out)}},
+             in_place);
+    } else {
+      p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
+              {DNNL_ARG_DST, address_of(out)}},
+             in_place);
+    }
+  };
+  if (blocked_input) {
+    run({DNNL_ARG_SRC, DNNL_ARG_DST});
   } else {
-    p->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_WEIGHTS, address_of(weight)}, {DNNL_ARG_DST, address_of(out)}},
-           {DNNL_ARG_DST});
+    run({DNNL_ARG_DST});
   }
   if (!values.is_meta()) cpu::max_pool2d_channel_blocked_kernel(values, indices, out, *layout, pool, /*relu=*/true);
   return true;
@@ -266,23 +288,32 @@ bool conv2d_backward_through_max_pool(const Tensor& grad_input, const Tensor& gr
   // Both backward primitives read the unpooled gradient; where they want it in the same
   // blocked layout it is made there and never reordered (Note [A convolution's blocked output
   // pooled where it lies]).
+  // The input, and the input gradient, may be held in channel blocks (Note [Channel blocks
+  // across a layer boundary] in core/cpu/channel_blocks.h): read and written where they lie.
+  const Shape input_sizes = cpu::nchw_sizes(input);
   const bool fits = all_fit_int32({input, weight, grad_pooled}) && output_fits_int32(input, weight, g);
-  const auto data = fits ? prepared(Pass::BackwardData, input.dtype(), input.sizes(), weight.sizes(), g, groups)
+  const auto data = fits ? prepared(Pass::BackwardData, input.dtype(), input_sizes, weight.sizes(), g, groups)
                          : nullptr;
   const auto weights =
-      data ? prepared(Pass::BackwardWeightsBias, input.dtype(), input.sizes(), weight.sizes(), g, groups) : nullptr;
+      data ? prepared(Pass::BackwardWeightsBias, input.dtype(), input_sizes, weight.sizes(), g, groups) : nullptr;
   const std::optional<ChannelBlockedLayout> layout =
       weights && data->wanted(DNNL_ARG_DIFF_DST) == weights->wanted(DNNL_ARG_DIFF_DST)
           ? channel_blocked_layout(data->wanted(DNNL_ARG_DIFF_DST), input.dtype())
           : std::nullopt;
+  const bool blocked_input = cpu::holds_channel_blocks(input), blocked_gradient = cpu::holds_channel_blocks(grad_input);
+  KILN_CHECK((!blocked_input || (layout && reads_in_place(*weights, DNNL_ARG_SRC, input))) &&
+                 (!blocked_gradient || (layout && reads_in_place(*data, DNNL_ARG_DIFF_SRC, grad_input))),
+             "conv2d: an input or input gradient in channel blocks that oneDNN's primitives do not take");
   if (!layout) return false;
   const Tensor grad_output = unpooled_into(*layout, grad_pooled, indices, values, input, g);
   data->run({{DNNL_ARG_DIFF_DST, address_of(grad_output)}, {DNNL_ARG_WEIGHTS, address_of(weight)},
              {DNNL_ARG_DIFF_SRC, address_of(grad_input)}},
-            {DNNL_ARG_DIFF_DST});
+            blocked_gradient ? std::initializer_list<int>{DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}
+                             : std::initializer_list<int>{DNNL_ARG_DIFF_DST});
   weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
                 {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}},
-               {DNNL_ARG_DIFF_DST});
+               blocked_input ? std::initializer_list<int>{DNNL_ARG_SRC, DNNL_ARG_DIFF_DST}
+                             : std::initializer_list<int>{DNNL_ARG_DIFF_DST});
   return true;
 }
 
@@ -292,6 +323,8 @@ bool conv2d_backward_weight_bias_through_max_pool(const Tensor& grad_weight, con
                                                   std::int64_t groups) {
   // A first layer's backward: no input gradient, so the unpooled gradient is made in the
   // layout the weight primitive alone reads.
+  KILN_CHECK(!cpu::holds_channel_blocks(grad_pooled) && !cpu::holds_channel_blocks(values),
+             "conv2d: a pooled gradient in channel blocks that oneDNN's first-layer kernel does not read");
   const bool fits = all_fit_int32({input, grad_weight, grad_pooled}) && output_fits_int32(input, grad_weight, g);
   const auto weights =
       fits ? prepared(Pass::BackwardWeightsBias, input.dtype(), input.sizes(), grad_weight.sizes(), g, groups)
@@ -304,6 +337,23 @@ bool conv2d_backward_weight_bias_through_max_pool(const Tensor& grad_weight, con
                 {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}},
                {DNNL_ARG_DIFF_DST});
   return true;
+}
+
+std::optional<std::int64_t> conv2d_input_channel_block(DType dtype, IntArrayRef input, IntArrayRef weight,
+                                                       const Im2ColGeometry& g, std::int64_t groups, bool with_bias) {
+  const std::int64_t n = input[0], c = input[1], h = input[2], w = input[3];
+  if (n * c * h * w >= std::numeric_limits<std::int32_t>::max()) return std::nullopt;
+  const auto forward = prepared(with_bias ? Pass::ForwardWithBias : Pass::Forward, dtype, input, weight, g, groups);
+  const auto data = prepared(Pass::BackwardData, dtype, input, weight, g, groups);
+  const auto weights = prepared(Pass::BackwardWeightsBias, dtype, input, weight, g, groups);
+  if (!forward || !data || !weights) return std::nullopt;
+  const std::optional<ChannelBlockedLayout> layout = channel_blocked_layout(forward->wanted(DNNL_ARG_SRC), dtype);
+  if (!layout || c % layout->block != 0 || *layout != cpu::dense_channel_blocks(n, c, h, w, layout->block) ||
+      channel_blocked_layout(weights->wanted(DNNL_ARG_SRC), dtype) != layout ||
+      channel_blocked_layout(data->wanted(DNNL_ARG_DIFF_SRC), dtype) != layout) {
+    return std::nullopt;
+  }
+  return layout->block;
 }
 
 }  // namespace kiln::onednn

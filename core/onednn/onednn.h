@@ -10,6 +10,9 @@
 // Read next: core/onednn/runtime.h (primitives, their cache, running one), conv.cpp.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+
 #include "core/kernels.h"
 
 namespace kiln::onednn {
@@ -47,5 +50,12 @@ bool conv2d_backward_weight_bias_through_max_pool(const Tensor& grad_weight, con
                                                   const Tensor& grad_pooled, const Tensor& indices,
                                                   const Tensor& values, const Tensor& input, const Im2ColGeometry& g,
                                                   std::int64_t groups);
+
+/// The channel block B such that a convolution of this geometry reads its input, and writes its
+/// input gradient, in the layout of a contiguous [N, C/B, H, W] x B (Note [Channel blocks across
+/// a layer boundary] in core/cpu/channel_blocks.h), in its forward (with or without a bias) and
+/// both backward passes; nullopt where any of them wants another layout or has no primitive.
+std::optional<std::int64_t> conv2d_input_channel_block(DType dtype, IntArrayRef input, IntArrayRef weight,
+                                                       const Im2ColGeometry& g, std::int64_t groups, bool with_bias);
 
 }  // namespace kiln::onednn

@@ -38,6 +38,11 @@ bool conv2d_backward_weight_bias_through_max_pool(const Tensor&, const Tensor&, 
   return false;
 }
 
+std::optional<std::int64_t> conv2d_input_channel_block(DType, IntArrayRef, IntArrayRef, const Im2ColGeometry&,
+                                                       std::int64_t, bool) {
+  return std::nullopt;
+}
+
 }  // namespace kiln::onednn
 
 namespace kiln::backends {
