@@ -15,7 +15,8 @@ namespace kiln::cpu {
 // Note [Channel blocks across a layer boundary]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // oneDNN's convolution reads its input in channel blocks (nChw16c on AVX-512): element
-// (n, c, h, w) at ((n·C/B + c/B)·H·W + h·W + w)·B + c % B. Where the input is the previous
+// (n, c, h, w) at ((n·C/B + c/B)·H·W + h·W + w)·B + c % B; its AMX BFloat16 kernels read
+// channels-last (nhwc), which is the same with one block of all C channels (B = C). Where the input is the previous
 // layer's output, eager Kiln writes it in NCHW and the primitive reorders it, in the forward
 // and again in the weight gradient, and its input gradient comes back blocked to be reordered
 // to NCHW: for train_cnn's second layer three passes over 3.2 MB a step. When C is a whole
@@ -40,6 +41,17 @@ inline Shape nchw_sizes(const Tensor& t) {
 inline ChannelBlockedLayout dense_channel_blocks(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
                                                  std::int64_t block) {
   return {block, c * h * w, block * h * w, block * w, block, n * c * h * w};
+}
+
+/// Whether two layouts of a [N, C, H, W] activation put every element at the same address:
+/// equal, or both with the channels of a pixel side by side (blocks that follow each other, as
+/// channels-last is described, or one block of all C).
+inline bool same_addresses(const ChannelBlockedLayout& a, const ChannelBlockedLayout& b, std::int64_t channels) {
+  const auto side_by_side = [channels](const ChannelBlockedLayout& l) {
+    return l.stride_block == l.block || channels <= l.block;
+  };
+  return a.stride_n == b.stride_n && a.stride_h == b.stride_h && a.stride_w == b.stride_w &&
+         ((a.block == b.block && a.stride_block == b.stride_block) || (side_by_side(a) && side_by_side(b)));
 }
 
 /// Where plane (image n, channel c) of a [N, C, H, W] activation starts, and the step from

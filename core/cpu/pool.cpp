@@ -207,7 +207,8 @@ void max_pool2d_kernel(const Tensor& values, const Tensor& indices, const Tensor
 
 // Note [A convolution's blocked output pooled where it lies]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// oneDNN's convolution writes its output in channel blocks (nChw16c on AVX-512), and eagerly
+// oneDNN's convolution writes its output in channel blocks (nChw16c on AVX-512; channels-last
+// from its AMX BFloat16 kernels, which is blocks of 16 side by side in a pixel), and eagerly
 // Kiln reorders it to NCHW at the op boundary (Note [Layouts at op boundaries]) before the pool
 // reads it again: for train_cnn's second layer, 12.8 MB read and written only to be read once
 // more. A compiled step knows the pool is the output's only reader, so its fused kernel

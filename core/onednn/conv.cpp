@@ -208,8 +208,9 @@ bool output_fits_int32(const Tensor& input, const Tensor& weight, const Im2ColGe
 /// Whether `t`, held in channel blocks, is in the layout primitive `p` wants argument `id` in.
 bool reads_in_place(const Prepared& p, int id, const Tensor& t) {
   const Shape nchw = cpu::nchw_sizes(t);
-  return channel_blocked_layout(p.wanted(id), t.dtype()) ==
-         cpu::dense_channel_blocks(nchw[0], nchw[1], nchw[2], nchw[3], t.sizes()[4]);
+  const std::optional<ChannelBlockedLayout> wanted = channel_blocked_layout(p.wanted(id), t.dtype());
+  return wanted && cpu::same_addresses(*wanted, cpu::dense_channel_blocks(nchw[0], nchw[1], nchw[2], nchw[3], t.sizes()[4]),
+                                       nchw[1]);
 }
 
 /// A buffer for a [N, C, H, W] intermediate in `layout`, allocated as the op's own temporary
@@ -348,12 +349,15 @@ std::optional<std::int64_t> conv2d_input_channel_block(DType dtype, IntArrayRef 
   const auto weights = prepared(Pass::BackwardWeightsBias, dtype, input, weight, g, groups);
   if (!forward || !data || !weights) return std::nullopt;
   const std::optional<ChannelBlockedLayout> layout = channel_blocked_layout(forward->wanted(DNNL_ARG_SRC), dtype);
-  if (!layout || c % layout->block != 0 || *layout != cpu::dense_channel_blocks(n, c, h, w, layout->block) ||
-      channel_blocked_layout(weights->wanted(DNNL_ARG_SRC), dtype) != layout ||
+  if (!layout || c % layout->block != 0 || channel_blocked_layout(weights->wanted(DNNL_ARG_SRC), dtype) != layout ||
       channel_blocked_layout(data->wanted(DNNL_ARG_DIFF_SRC), dtype) != layout) {
     return std::nullopt;
   }
-  return layout->block;
+  // Blocks of B one after another (nChw16c), or a pixel's channels side by side (nhwc: B = C).
+  for (const std::int64_t block : {layout->block, c}) {
+    if (cpu::same_addresses(*layout, cpu::dense_channel_blocks(n, c, h, w, block), c)) return block;
+  }
+  return std::nullopt;
 }
 
 }  // namespace kiln::onednn

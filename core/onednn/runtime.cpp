@@ -163,6 +163,13 @@ std::optional<ChannelBlockedLayout> channel_blocked_layout(const dnnl::memory::d
     return std::nullopt;
   }
   const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
+  const std::int64_t elements = static_cast<std::int64_t>(desc.get_size() / itemsize(dtype));
+  const std::int64_t channels = md.dims[1], height = md.dims[2], width = md.dims[3];
+  if (blocking.inner_nblks == 0 && channels % 16 == 0 && blocking.strides[1] == 1 &&
+      blocking.strides[3] == channels && blocking.strides[2] == width * channels &&
+      blocking.strides[0] == height * width * channels) {
+    return ChannelBlockedLayout{16, blocking.strides[0], 16, blocking.strides[2], blocking.strides[3], elements};
+  }
   if (blocking.inner_nblks != 1 || blocking.inner_idxs[0] != 1 || blocking.strides[1] == 0) return std::nullopt;
   const std::int64_t block = blocking.inner_blks[0];
   if (block != 8 && block != 16) return std::nullopt;
@@ -171,7 +178,7 @@ std::optional<ChannelBlockedLayout> channel_blocked_layout(const dnnl::memory::d
                               blocking.strides[1],
                               blocking.strides[2],
                               blocking.strides[3],
-                              static_cast<std::int64_t>(desc.get_size() / itemsize(dtype))};
+                              elements};
 }
 
 void relu_in_place(const Tensor& t) {

@@ -34,7 +34,9 @@ namespace kiln::onednn {
 // tensors alive between ops (which would make every other op, and every user, handle them).
 
 /// Where `desc` puts a [N, C, H, W] tensor's elements, when it is a channel-blocked layout
-/// (nChw16c, nChw8c) of `dtype`; nothing for any other layout.
+/// (nChw16c, nChw8c) of `dtype`, or channels-last (nhwc, what oneDNN's AMX BFloat16 kernels
+/// want) with C a whole number of 16-lane blocks, described as blocks of 16 that follow each
+/// other within a pixel; nothing for any other layout.
 std::optional<ChannelBlockedLayout> channel_blocked_layout(const dnnl::memory::desc& desc, DType dtype);
 
 // Note [oneDNN's relu drops NaN]

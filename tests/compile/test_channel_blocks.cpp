@@ -106,6 +106,17 @@ TEST_F(ChannelBlocks, EachFusedKernelComputesInBlocksWhatItComputesInNchw) {
   EXPECT_TRUE(same_bits(dw2, dw));
   EXPECT_TRUE(same_bits(db2, db));
 
+  // The thin kernels in channels-last (one block of all C, as oneDNN's AMX BFloat16 kernels read).
+  const Tensor last_values = empty({n, 1, h, h, c}), last_records = empty_like(records);
+  cpu.conv2d.forward_relu_max_pool(last_values, last_records, x, w1, b1, conv_g, pool_g, 1);
+  EXPECT_TRUE(same_bits(from_blocks(last_values), values));
+  EXPECT_TRUE(equal(last_records, records));
+  const Tensor dw3 = empty_like(w1), db3 = empty_like(db);
+  cpu.conv2d.backward_weight_bias_through_max_pool(dw3, db3, to_blocks(grad_input, c), records, last_values, x,
+                                                   conv_g, 1);
+  EXPECT_TRUE(same_bits(dw3, dw));
+  EXPECT_TRUE(same_bits(db3, db));
+
   // Pooled values in blocks with Int64 indices would need the values read: refused.
   const Tensor indices = empty({n, c, h, h}, kInt64);
   EXPECT_ERROR(cpu.conv2d.backward_weight_bias_through_max_pool(dw2, db2, grad_input, indices, blocked_values, x,
@@ -144,10 +155,11 @@ struct TwoLayerCnn : nn::Module {
 /// Trains three steps compiled with `passes`: the losses and each parameter's first elements,
 /// the count of blocked arguments in its graph, and the reorders of its last replay.
 template <class Model, class... Args>
-std::vector<double> train_steps(const std::string& passes, const Shape& input, std::int64_t classes,
+std::vector<double> train_steps(const std::string& passes, DType dtype, const Shape& input, std::int64_t classes,
                                 std::size_t* blocked, std::int64_t* reorders, Args... args) {
   manual_seed(9);
   auto model = std::make_shared<Model>(args...);
+  model->to(dtype);
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
   auto step = compile(
       [&](const Tensor& x, const Tensor& y) {
@@ -162,7 +174,7 @@ std::vector<double> train_steps(const std::string& passes, const Shape& input, s
   std::vector<double> out;
   for (int i = 0; i < 3; ++i) {
     const std::int64_t before = backends::onednn_stats().reorders;
-    out.push_back(step(rand(input), randint(0, classes, {input[0]})).template item<double>());
+    out.push_back(step(rand(input).to(dtype), randint(0, classes, {input[0]})).template item<double>());
     *reorders = backends::onednn_stats().reorders - before;
   }
   for (const Tensor& p : model->parameters()) {
@@ -181,28 +193,34 @@ const char* kEveryOtherPass =
     "fold_constants,plan_memory";
 
 TEST_F(ChannelBlocks, TrainCnnsFirstActivationAndItsGradientCrossInBlocks) {
-  std::size_t plain_blocked = 0, blocked = 0;
-  std::int64_t plain_reorders = 0, reorders = 0;
-  const std::vector<double> expected =
-      train_steps<examples::Cnn>(kEveryOtherPass, {16, 1, 28, 28}, 10, &plain_blocked, &plain_reorders);
-  const std::vector<double> got = train_steps<examples::Cnn>(std::string(kEveryOtherPass) + ",propagate_channel_blocks",
-                                                             {16, 1, 28, 28}, 10, &blocked, &reorders);
-  EXPECT_EQ(plain_blocked, 0u);
-  // V: written by conv1's forward, read by conv2's forward and backward and conv1's backward;
-  // dV: written by conv2's backward, read by conv1's.
-  EXPECT_EQ(blocked, 6u);
-  EXPECT_EQ(reorders, plain_reorders - 3) << "conv2's input twice into blocks, its gradient once out of them";
-  EXPECT_EQ(got, expected);
+  // Float32 (nChw16c, or nChw8c on AVX2), and BFloat16 where oneDNN has it (nhwc with AMX).
+  for (const DType dtype : {kFloat32, kBFloat16}) {
+    if (dtype == kBFloat16 && !backends::onednn_has_bf16()) continue;
+    std::size_t plain_blocked = 0, blocked = 0;
+    std::int64_t plain_reorders = 0, reorders = 0;
+    const std::vector<double> expected =
+        train_steps<examples::Cnn>(kEveryOtherPass, dtype, {16, 1, 28, 28}, 10, &plain_blocked, &plain_reorders);
+    const std::vector<double> got = train_steps<examples::Cnn>(
+        std::string(kEveryOtherPass) + ",propagate_channel_blocks", dtype, {16, 1, 28, 28}, 10, &blocked, &reorders);
+    EXPECT_EQ(plain_blocked, 0u) << dtype_name(dtype);
+    // V: written by conv1's forward, read by conv2's forward and backward and conv1's backward;
+    // dV: written by conv2's backward, read by conv1's.
+    EXPECT_EQ(blocked, 6u) << dtype_name(dtype);
+    EXPECT_EQ(reorders, plain_reorders - 3)
+        << dtype_name(dtype) << ": conv2's input twice into blocks, its gradient once out of them";
+    EXPECT_EQ(got, expected) << dtype_name(dtype);
+  }
 }
 
 TEST_F(ChannelBlocks, AnActivationSomethingElseReadsStaysNchw) {
   for (const bool also_read : {false, true}) {
     std::size_t plain_blocked = 0, blocked = 0;
     std::int64_t plain_reorders = 0, reorders = 0;
-    const std::vector<double> expected =
-        train_steps<TwoLayerCnn>(kEveryOtherPass, {4, 1, 12, 12}, 5, &plain_blocked, &plain_reorders, also_read);
-    const std::vector<double> got = train_steps<TwoLayerCnn>(
-        std::string(kEveryOtherPass) + ",propagate_channel_blocks", {4, 1, 12, 12}, 5, &blocked, &reorders, also_read);
+    const std::vector<double> expected = train_steps<TwoLayerCnn>(kEveryOtherPass, kFloat32, {4, 1, 12, 12}, 5,
+                                                                  &plain_blocked, &plain_reorders, also_read);
+    const std::vector<double> got =
+        train_steps<TwoLayerCnn>(std::string(kEveryOtherPass) + ",propagate_channel_blocks", kFloat32, {4, 1, 12, 12},
+                                 5, &blocked, &reorders, also_read);
     EXPECT_EQ(got, expected) << (also_read ? "read elsewhere" : "");
     // Read elsewhere, V stays, and so does its gradient (the mean's backward adds into it).
     EXPECT_EQ(blocked, also_read ? 0u : 6u);

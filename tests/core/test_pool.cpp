@@ -194,6 +194,38 @@ TEST_P(MaxPoolKernel, TheChannelBlockedKernelsAreThePlainOnesBitForBit) {
   }
 }
 
+TEST_P(MaxPoolKernel, TheChannelsLastKernelsAreThePlainOnesBitForBit) {
+  // Channels-last (nhwc, what oneDNN's AMX BFloat16 convolutions write) described as blocks of
+  // 16 lanes that follow each other within a pixel: the same values, indices and gradients.
+  const PoolCase c = GetParam();
+  const std::int64_t n = 2, channels = 32;
+  manual_seed(10);
+  const Im2ColGeometry g = ops::im2col_geometry({n, channels, c.h, c.w}, {c.kh, c.kw}, {c.dh, c.dw}, {c.ph, c.pw}, {c.sh, c.sw});
+  for (const DType dtype : {kFloat32, kBFloat16}) {
+    Tensor x = randint(-1, 3, {n, channels, c.h, c.w}).to(dtype);
+    for (std::int64_t i = 5; i < x.numel(); i += 41) x.view({-1}).narrow(0, i, 1).fill_(std::nan(""));
+    const Tensor nhwc = x.permute({0, 2, 3, 1}).contiguous().view({-1});
+    const ChannelBlockedLayout layout{16, c.h * c.w * channels, 16, c.w * channels, channels, nhwc.numel()};
+    const std::string what = std::string(c.name) + ", " + dtype_name(dtype);
+    const TensorOptions options = TensorOptions().dtype(dtype);
+    const Tensor values = empty({n, channels, g.out_h, g.out_w}, options);
+    const Tensor indices = empty(values.sizes(), TensorOptions().dtype(kInt64));
+    cpu::max_pool2d_kernel(values, indices, x.relu(), g);
+    const Tensor got_values = empty_like(values), got_indices = empty_like(indices);
+    cpu::max_pool2d_channel_blocked_kernel(got_values, got_indices, nhwc, layout, g, /*relu=*/true);
+    const Tensor nan = values.ne(values);
+    EXPECT_GT(nan.sum().item<double>(), 0) << what;
+    EXPECT_TRUE(equal(got_values.ne(got_values), nan)) << what;
+    EXPECT_TRUE(equal(got_values.masked_fill(nan, 0.0), values.masked_fill(nan, 0.0))) << what;
+    EXPECT_TRUE(equal(got_indices, indices)) << what;
+    const Tensor grad_output = randn(values.sizes()).to(dtype), plain_grad = empty_like(x);
+    cpu::max_pool2d_backward_relu_kernel(plain_grad, grad_output, indices, values);
+    const Tensor got_grad = full({layout.elements}, 7.0, options);
+    cpu::max_pool2d_backward_relu_channel_blocked_kernel(got_grad, layout, grad_output, indices, values, g);
+    EXPECT_TRUE(equal(got_grad, plain_grad.permute({0, 2, 3, 1}).contiguous().view({-1}))) << what;
+  }
+}
+
 TEST(MaxPoolBackward, AnIndexOutsideItsPlaneIsAnIndexError) {
   const Tensor grad_output = ones({1, 2, 2, 2});
   Tensor indices = zeros({1, 2, 2, 2}, TensorOptions().dtype(kInt64));
