@@ -11,6 +11,7 @@
 
 #include "../../examples/support/models.h"
 #include "compile/capture.h"
+#include "compiled_training.h"
 #include "compile/passes.h"
 #include "core/backends.h"
 #include "core/cpu/channel_blocks.h"
@@ -40,11 +41,6 @@ Tensor from_blocks(const Tensor& t) {
   return t.permute({0, 1, 4, 2, 3}).reshape({n, cb * b, h, w});
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor nan = a.ne(a);
-  return equal(nan, b.ne(b)) && equal(a.masked_fill(nan, 0.0), b.masked_fill(nan, 0.0));
-}
-
 TEST_F(ChannelBlocks, EachFusedKernelComputesInBlocksWhatItComputesInNchw) {
   const BackendKernels& cpu = registered_kernels(DeviceType::CPU);
   manual_seed(8);
@@ -69,7 +65,7 @@ TEST_F(ChannelBlocks, EachFusedKernelComputesInBlocksWhatItComputesInNchw) {
   const Tensor blocked_values = empty({n, c / *block, h, h, *block}), blocked_records = empty_like(records);
   cpu.conv2d.forward_relu_max_pool(values, records, x, w1, b1, conv_g, pool_g, 1);
   cpu.conv2d.forward_relu_max_pool(blocked_values, blocked_records, x, w1, b1, conv_g, pool_g, 1);
-  EXPECT_TRUE(same_bits(from_blocks(blocked_values), values));
+  EXPECT_TRUE(testing::same_bits(from_blocks(blocked_values), values));
   EXPECT_TRUE(equal(blocked_records, records));
   EXPECT_GT(values.ne(values).sum().item<double>(), 0) << "a NaN window";
 
@@ -84,7 +80,7 @@ TEST_F(ChannelBlocks, EachFusedKernelComputesInBlocksWhatItComputesInNchw) {
   cpu.conv2d.forward_relu_max_pool(pooled, pooled_records, input, next_weight, next_bias, next_g, next_pool, 1);
   cpu.conv2d.forward_relu_max_pool(pooled_from_blocks, records_from_blocks, blocked_input, next_weight, next_bias,
                                    next_g, next_pool, 1);
-  EXPECT_TRUE(same_bits(pooled_from_blocks, pooled));
+  EXPECT_TRUE(testing::same_bits(pooled_from_blocks, pooled));
   EXPECT_TRUE(equal(records_from_blocks, pooled_records));
   const Tensor grad_pooled = randn(pooled.sizes());
   const Tensor grad_input = empty_like(input), grad_weight = empty_like(next_weight), grad_bias = empty({1, out, 1, 1});
@@ -103,35 +99,25 @@ TEST_F(ChannelBlocks, EachFusedKernelComputesInBlocksWhatItComputesInNchw) {
   cpu.conv2d.backward_weight_bias_through_max_pool(dw, db, grad_input, records, values, x, conv_g, 1);
   cpu.conv2d.backward_weight_bias_through_max_pool(dw2, db2, blocked_grad_input, records, blocked_values, x, conv_g,
                                                    1);
-  EXPECT_TRUE(same_bits(dw2, dw));
-  EXPECT_TRUE(same_bits(db2, db));
+  EXPECT_TRUE(testing::same_bits(dw2, dw));
+  EXPECT_TRUE(testing::same_bits(db2, db));
 
   // The thin kernels in channels-last (one block of all C, as oneDNN's AMX BFloat16 kernels read).
   const Tensor last_values = empty({n, 1, h, h, c}), last_records = empty_like(records);
   cpu.conv2d.forward_relu_max_pool(last_values, last_records, x, w1, b1, conv_g, pool_g, 1);
-  EXPECT_TRUE(same_bits(from_blocks(last_values), values));
+  EXPECT_TRUE(testing::same_bits(from_blocks(last_values), values));
   EXPECT_TRUE(equal(last_records, records));
   const Tensor dw3 = empty_like(w1), db3 = empty_like(db);
   cpu.conv2d.backward_weight_bias_through_max_pool(dw3, db3, to_blocks(grad_input, c), records, last_values, x,
                                                    conv_g, 1);
-  EXPECT_TRUE(same_bits(dw3, dw));
-  EXPECT_TRUE(same_bits(db3, db));
+  EXPECT_TRUE(testing::same_bits(dw3, dw));
+  EXPECT_TRUE(testing::same_bits(db3, db));
 
   // Pooled values in blocks with Int64 indices would need the values read: refused.
   const Tensor indices = empty({n, c, h, h}, kInt64);
   EXPECT_ERROR(cpu.conv2d.backward_weight_bias_through_max_pool(dw2, db2, grad_input, indices, blocked_values, x,
                                                                 conv_g, 1),
                "pooled values in channel blocks need window records");
-}
-
-/// How many kernel arguments of `g` are activations held in channel blocks.
-std::size_t blocked_arguments(const compiler::Graph& g) {
-  std::size_t count = 0;
-  for (const compiler::Node& node : g.nodes) {
-    if (node.kind != compiler::Node::Kind::Kernel) continue;
-    for (const Tensor* t : std::as_const(*node.call).tensors()) count += t->defined() && cpu::holds_channel_blocks(*t);
-  }
-  return count;
 }
 
 /// A thin first layer of 16 channels and a oneDNN one after it; with `also_read`, the first
@@ -152,40 +138,7 @@ struct TwoLayerCnn : nn::Module {
   }
 };
 
-/// Trains three steps compiled with `passes`: the losses and each parameter's first elements,
-/// the count of blocked arguments in its graph, and the reorders of its last replay.
-template <class Model, class... Args>
-std::vector<double> train_steps(const std::string& passes, DType dtype, const Shape& input, std::int64_t classes,
-                                std::size_t* blocked, std::int64_t* reorders, Args... args) {
-  manual_seed(9);
-  auto model = std::make_shared<Model>(args...);
-  model->to(dtype);
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  auto step = compile(
-      [&](const Tensor& x, const Tensor& y) {
-        opt.zero_grad();
-        Tensor loss = cross_entropy(model->forward(x), y);
-        loss.backward();
-        opt.step();
-        return loss;
-      },
-      {.passes = passes});
-  manual_seed(4);
-  std::vector<double> out;
-  for (int i = 0; i < 3; ++i) {
-    const std::int64_t before = backends::onednn_stats().reorders;
-    out.push_back(step(rand(input).to(dtype), randint(0, classes, {input[0]})).template item<double>());
-    *reorders = backends::onednn_stats().reorders - before;
-  }
-  for (const Tensor& p : model->parameters()) {
-    const Tensor flat = p.flatten();
-    for (std::int64_t k = 0; k < std::min<std::int64_t>(flat.numel(), 64); ++k) {
-      out.push_back(flat[k].template item<double>());
-    }
-  }
-  *blocked = blocked_arguments(step.graph());
-  return out;
-}
+bool holds_blocks(const Tensor& t) { return cpu::holds_channel_blocks(t); }
 
 const char* kEveryOtherPass =
     "eliminate_common_subexpressions,fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_linear,"
@@ -196,34 +149,30 @@ TEST_F(ChannelBlocks, TrainCnnsFirstActivationAndItsGradientCrossInBlocks) {
   // Float32 (nChw16c, or nChw8c on AVX2), and BFloat16 where oneDNN has it (nhwc with AMX).
   for (const DType dtype : {kFloat32, kBFloat16}) {
     if (dtype == kBFloat16 && !backends::onednn_has_bf16()) continue;
-    std::size_t plain_blocked = 0, blocked = 0;
-    std::int64_t plain_reorders = 0, reorders = 0;
-    const std::vector<double> expected =
-        train_steps<examples::Cnn>(kEveryOtherPass, dtype, {16, 1, 28, 28}, 10, &plain_blocked, &plain_reorders);
-    const std::vector<double> got = train_steps<examples::Cnn>(
-        std::string(kEveryOtherPass) + ",propagate_channel_blocks", dtype, {16, 1, 28, 28}, 10, &blocked, &reorders);
-    EXPECT_EQ(plain_blocked, 0u) << dtype_name(dtype);
+    const testing::CompiledRun plain =
+        testing::train_compiled<examples::Cnn>(kEveryOtherPass, dtype, {16, 1, 28, 28}, 10, holds_blocks);
+    const testing::CompiledRun blocked = testing::train_compiled<examples::Cnn>(
+        std::string(kEveryOtherPass) + ",propagate_channel_blocks", dtype, {16, 1, 28, 28}, 10, holds_blocks);
+    EXPECT_EQ(plain.counted_arguments, 0u) << dtype_name(dtype);
     // V: written by conv1's forward, read by conv2's forward and backward and conv1's backward;
     // dV: written by conv2's backward, read by conv1's.
-    EXPECT_EQ(blocked, 6u) << dtype_name(dtype);
-    EXPECT_EQ(reorders, plain_reorders - 3)
+    EXPECT_EQ(blocked.counted_arguments, 6u) << dtype_name(dtype);
+    EXPECT_EQ(blocked.reorders, plain.reorders - 3)
         << dtype_name(dtype) << ": conv2's input twice into blocks, its gradient once out of them";
-    EXPECT_EQ(got, expected) << dtype_name(dtype);
+    EXPECT_EQ(blocked.values, plain.values) << dtype_name(dtype);
   }
 }
 
 TEST_F(ChannelBlocks, AnActivationSomethingElseReadsStaysNchw) {
   for (const bool also_read : {false, true}) {
-    std::size_t plain_blocked = 0, blocked = 0;
-    std::int64_t plain_reorders = 0, reorders = 0;
-    const std::vector<double> expected = train_steps<TwoLayerCnn>(kEveryOtherPass, kFloat32, {4, 1, 12, 12}, 5,
-                                                                  &plain_blocked, &plain_reorders, also_read);
-    const std::vector<double> got =
-        train_steps<TwoLayerCnn>(std::string(kEveryOtherPass) + ",propagate_channel_blocks", kFloat32, {4, 1, 12, 12},
-                                 5, &blocked, &reorders, also_read);
-    EXPECT_EQ(got, expected) << (also_read ? "read elsewhere" : "");
+    const testing::CompiledRun plain =
+        testing::train_compiled<TwoLayerCnn>(kEveryOtherPass, kFloat32, {4, 1, 12, 12}, 5, holds_blocks, also_read);
+    const testing::CompiledRun blocked = testing::train_compiled<TwoLayerCnn>(
+        std::string(kEveryOtherPass) + ",propagate_channel_blocks", kFloat32, {4, 1, 12, 12}, 5, holds_blocks,
+        also_read);
+    EXPECT_EQ(blocked.values, plain.values) << (also_read ? "read elsewhere" : "");
     // Read elsewhere, V stays, and so does its gradient (the mean's backward adds into it).
-    EXPECT_EQ(blocked, also_read ? 0u : 6u);
+    EXPECT_EQ(blocked.counted_arguments, also_read ? 0u : 6u);
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "../../examples/support/models.h"
 #include "compile/capture.h"
+#include "compiled_training.h"
 #include "compile/passes.h"
 #include "core/backends.h"
 #include "core/cpu/pool_record.h"
@@ -24,11 +25,6 @@ class PoolRecords : public ::testing::Test {
  protected:
   void SetUp() override { set_num_threads(get_num_threads()); }
 };
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor nan = a.ne(a);
-  return equal(nan, b.ne(b)) && equal(a.masked_fill(nan, 0.0), b.masked_fill(nan, 0.0));
-}
 
 /// A convolution (thin with one input channel, oneDNN's with eight) and relu with a NaN and
 /// relu's zeros among its outputs, pooled 2x2 by the fused kernel with Int64 indices and with
@@ -58,7 +54,7 @@ TEST_F(PoolRecords, EveryKernelReadsAndWritesRecordsAsItDoesIndices) {
         const Tensor record_values = empty_like(values), records = empty(values.sizes(), kUInt8);
         cpu.conv2d.forward_relu_max_pool(values, indices, input, weight, bias, conv_g, pool_g, 1);
         cpu.conv2d.forward_relu_max_pool(record_values, records, input, weight, bias, conv_g, pool_g, 1);
-        ASSERT_TRUE(same_bits(record_values, values)) << what;
+        ASSERT_TRUE(testing::same_bits(record_values, values)) << what;
         const Tensor winners = empty(values.sizes(), kInt64);
         cpu::pool_indices_from_records(winners, records, size);
         EXPECT_TRUE(equal(winners, indices)) << what;
@@ -89,8 +85,8 @@ TEST_F(PoolRecords, EveryKernelReadsAndWritesRecordsAsItDoesIndices) {
                                                          finite_input, conv_g, 1);
         cpu.conv2d.backward_weight_bias_through_max_pool(got_weight, got_bias, grad_pooled, records, values,
                                                          finite_input, conv_g, 1);
-        EXPECT_TRUE(same_bits(got_weight, want_weight)) << what << ": weight gradient through the pool";
-        EXPECT_TRUE(same_bits(got_bias, want_bias)) << what << ": bias gradient through the pool";
+        EXPECT_TRUE(testing::same_bits(got_weight, want_weight)) << what << ": weight gradient through the pool";
+        EXPECT_TRUE(testing::same_bits(got_bias, want_bias)) << what << ": bias gradient through the pool";
         // A layer with an input gradient: oneDNN's two backward passes (or their unfused trio).
         if (channels == 8) {
           const Tensor want_input = empty_like(input), got_input = empty_like(input);
@@ -98,50 +94,16 @@ TEST_F(PoolRecords, EveryKernelReadsAndWritesRecordsAsItDoesIndices) {
                                                weight, finite_input, conv_g, 1);
           cpu.conv2d.backward_through_max_pool(got_input, got_weight, got_bias, grad_pooled, records, values, weight,
                                                finite_input, conv_g, 1);
-          EXPECT_TRUE(same_bits(got_input, want_input)) << what << ": input gradient";
-          EXPECT_TRUE(same_bits(got_weight, want_weight)) << what << ": weight gradient";
-          EXPECT_TRUE(same_bits(got_bias, want_bias)) << what << ": bias gradient";
+          EXPECT_TRUE(testing::same_bits(got_input, want_input)) << what << ": input gradient";
+          EXPECT_TRUE(testing::same_bits(got_weight, want_weight)) << what << ": weight gradient";
+          EXPECT_TRUE(testing::same_bits(got_bias, want_bias)) << what << ": bias gradient";
         }
       }
     }
   }
 }
 
-/// How many kernel arguments of `g` are UInt8 (window records).
-std::size_t record_arguments(const compiler::Graph& g) {
-  std::size_t count = 0;
-  for (const compiler::Node& node : g.nodes) {
-    if (node.kind != compiler::Node::Kind::Kernel) continue;
-    for (const Tensor* t : std::as_const(*node.call).tensors()) count += t->defined() && t->dtype() == kUInt8;
-  }
-  return count;
-}
-
-/// Trains train_cnn's model three steps compiled with `passes`, returning the losses and each
-/// parameter's first elements; `records` gets the count of record arguments in its graph.
-std::vector<double> train_cnn_steps(const std::string& passes, std::size_t* records) {
-  manual_seed(9);
-  auto model = std::make_shared<examples::Cnn>();
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  auto step = compile(
-      [&](const Tensor& x, const Tensor& y) {
-        opt.zero_grad();
-        Tensor loss = cross_entropy(model->forward(x), y);
-        loss.backward();
-        opt.step();
-        return loss;
-      },
-      {.passes = passes});
-  manual_seed(4);
-  std::vector<double> out;
-  for (int i = 0; i < 3; ++i) out.push_back(step(rand({16, 1, 28, 28}), randint(0, 10, {16})).item<double>());
-  for (const Tensor& p : model->parameters()) {
-    const Tensor flat = p.flatten();
-    for (std::int64_t k = 0; k < std::min<std::int64_t>(flat.numel(), 64); ++k) out.push_back(flat[k].item<double>());
-  }
-  *records = record_arguments(step.graph());
-  return out;
-}
+bool is_record(const Tensor& t) { return t.dtype() == kUInt8; }
 
 TEST_F(PoolRecords, TrainCnnsTwoLayersKeepRecordsAndTheSameBits) {
   if (!backends::onednn_is_available()) GTEST_SKIP() << "without oneDNN the CPU convolves by unfold + GEMM, unfused";
@@ -152,13 +114,14 @@ TEST_F(PoolRecords, TrainCnnsTwoLayersKeepRecordsAndTheSameBits) {
                     "fuse_conv_bias_backward,fuse_unpool_weight_gradient,fuse_unpool_conv_backward,fold_constants,"
                     "plan_memory"),
         std::string("fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,plan_memory")}) {
-    std::size_t with_indices = 0, with_records = 0;
-    const std::vector<double> expected = train_cnn_steps(fusions, &with_indices);
-    const std::vector<double> got = train_cnn_steps(fusions + ",record_pool_windows", &with_records);
-    EXPECT_EQ(with_indices, 0u) << fusions;
+    const testing::CompiledRun indices =
+        testing::train_compiled<examples::Cnn>(fusions, kFloat32, {16, 1, 28, 28}, 10, is_record);
+    const testing::CompiledRun records = testing::train_compiled<examples::Cnn>(
+        fusions + ",record_pool_windows", kFloat32, {16, 1, 28, 28}, 10, is_record);
+    EXPECT_EQ(indices.counted_arguments, 0u) << fusions;
     // Each layer's records: written by its forward, read by its backward.
-    EXPECT_EQ(with_records, 4u) << fusions;
-    EXPECT_EQ(got, expected) << fusions;
+    EXPECT_EQ(records.counted_arguments, 4u) << fusions;
+    EXPECT_EQ(records.values, indices.values) << fusions;
   }
 }
 
@@ -187,7 +150,12 @@ TEST_F(PoolRecords, IndicesStayWhereTheWindowsAreNot2x2) {
   });
   step(randn({4, 8, 10, 10}), randint(0, 3, {4}));
   EXPECT_EQ(step.graph().count(compiler::KernelFamily::ConvForwardReluMaxPool), 1u);
-  EXPECT_EQ(record_arguments(step.graph()), 0u) << "a 3x3 window's winner does not fit two bits";
+  std::size_t records = 0;
+  for (const compiler::Node& node : step.graph().nodes) {
+    if (node.kind != compiler::Node::Kind::Kernel) continue;
+    for (const Tensor* t : std::as_const(*node.call).tensors()) records += t->defined() && is_record(*t);
+  }
+  EXPECT_EQ(records, 0u) << "a 3x3 window's winner does not fit two bits";
 
 }
 
