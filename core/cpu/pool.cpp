@@ -284,6 +284,55 @@ void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::u
   }
 }
 
+/// pool_channel_block for a 2x2 pool of stride 2 whose windows are all whole
+/// (pools_whole_2x2_windows): the same rule over the same four taps in the same order, written
+/// out with no span bookkeeping, as the windows of conv2's output in train_cnn are.
+template <int B, bool Relu, class T>
+void pool_channel_block_2x2(const T* block, T* values, std::int64_t* indices, std::uint8_t* records,
+                            std::int64_t lanes, std::int64_t out_h, std::int64_t out_w, std::int64_t width,
+                            const ChannelBlockedLayout& layout) {
+  using M = OpMath<T>;
+  const std::int64_t plane_out = out_h * out_w;
+  auto read = [](T v) {
+    const M m = to_op_math(v);
+    if constexpr (Relu) return select(m < M(0), M(0), m);
+    return m;
+  };
+  std::int64_t o = 0;
+  for (std::int64_t py = 0; py < out_h; ++py) {
+    for (std::int64_t px = 0; px < out_w; ++px, ++o) {
+      const T* top = block + block_offset(layout, 2 * py, 2 * px);
+      const T* bottom = top + layout.stride_h;
+      const T* taps[4] = {top, top + layout.stride_w, bottom, bottom + layout.stride_w};  // pool_plane's order
+      M best[B];
+      std::int32_t at[B];  // the winning tap: its row in bit 1, its column in bit 0
+      for (int l = 0; l < B; ++l) {
+        best[l] = read(taps[0][l]);
+        at[l] = 0;
+      }
+      for (std::int32_t t = 1; t < 4; ++t) {
+        for (int l = 0; l < B; ++l) {
+          const M val = read(taps[t][l]);
+          const bool take = !(val <= best[l]) & (best[l] == best[l]);  // the rule in pool_plane
+          best[l] = select(take, val, best[l]);
+          at[l] = select(take, t, at[l]);
+        }
+      }
+      for (std::int64_t l = 0; l < lanes; ++l) values[l * plane_out + o] = from_op_math<T>(best[l]);
+      if (records != nullptr) {
+        for (std::int64_t l = 0; l < lanes; ++l) {
+          records[l * plane_out + o] =
+              pool_record(at[l] >> 1, at[l] & 1, !(to_op_math(values[l * plane_out + o]) <= 0));
+        }
+      } else {
+        for (std::int64_t l = 0; l < lanes; ++l) {
+          indices[l * plane_out + o] = pool_record_winner(static_cast<std::uint8_t>(at[l]), py, px, width);
+        }
+      }
+    }
+  }
+}
+
 /// pool_backward for one (image, channel block): zeros, then each window's gradient added onto
 /// its winner in the window's order, unless the pooled value (with `values`) is not positive;
 /// or with `records` (indices and values null), where and whether they say.
@@ -367,10 +416,19 @@ void max_pool2d_channel_blocked_kernel(const Tensor& values, const Tensor& indic
     T* v = values.data_ptr<T>();
     std::int64_t* idx = records ? nullptr : indices.data_ptr<std::int64_t>();
     std::uint8_t* rec = records ? indices.data_ptr<std::uint8_t>() : nullptr;
+    const bool whole_2x2 = pools_whole_2x2_windows(g);
     with_block_width(layout.block, [&]<int B>() {
       for_each_channel_block(images, channels, B, plane_out * g.kernel_h * g.kernel_w,
                              [&](std::int64_t n, std::int64_t cb, std::int64_t lanes) {
                                const std::int64_t plane = n * channels + cb * B;
+                               if (whole_2x2) {
+                                 const auto pool = relu ? &pool_channel_block_2x2<B, true, T>
+                                                        : &pool_channel_block_2x2<B, false, T>;
+                                 return pool(x + n * layout.stride_n + cb * layout.stride_block, v + plane * plane_out,
+                                             idx != nullptr ? idx + plane * plane_out : nullptr,
+                                             rec != nullptr ? rec + plane * plane_out : nullptr, lanes, g.out_h,
+                                             g.out_w, g.width, layout);
+                               }
                                const auto pool = relu ? &pool_channel_block<B, true, T> : &pool_channel_block<B, false, T>;
                                pool(x + n * layout.stride_n + cb * layout.stride_block, v + plane * plane_out,
                                     idx != nullptr ? idx + plane * plane_out : nullptr,
