@@ -192,6 +192,7 @@ struct PooledGradient {
   std::int64_t out_w, plane_out;  // pooled outputs per row and per plane
   std::int64_t width;             // of the unpooled plane
   const std::int64_t* padded_position;  // where flat plane position i lies in the padded rows
+  std::int64_t padded_width;             // of a padded row
 };
 
 /// Plane `plane` of dY as max_pool2d_backward_relu_kernel makes it (core/cpu/pool.cpp: zeros,
@@ -210,10 +211,15 @@ void unpool_plane(const PooledGradient<T>& p, std::int64_t plane, std::int64_t p
     cell = to_op_math(from_op_math<T>(cell + select(passes, static_cast<float>(to_op_math(g[o * start.step])), 0.0f)));
   };
   if (p.records != nullptr) {
+    // A record's winner lies in padded rows 2py, 2py + 1 at columns 2px, 2px + 1: no table.
     const std::uint8_t* record = p.records + plane * p.plane_out;
     for (std::int64_t o = 0, py = 0; o < p.plane_out; ++py) {
+      float* rows = out + 2 * py * p.padded_width;
       for (std::int64_t px = 0; px < p.out_w; ++px, ++o) {
-        add(o, pool_record_winner(record[o], py, px, p.width), pool_record_passes(record[o]));
+        const std::uint8_t r = record[o];
+        float& cell = rows[pool_record_winner(r, 0, px, p.padded_width)];
+        cell = to_op_math(
+            from_op_math<T>(cell + select(pool_record_passes(r), static_cast<float>(to_op_math(g[o * start.step])), 0.0f)));
       }
     }
     return;
@@ -496,7 +502,8 @@ void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, con
                                    pooled_sizes[3],
                                    pooled_sizes[2] * pooled_sizes[3],
                                    g.out_w,
-                                   padded_position.data()};
+                                   padded_position.data(),
+                                   padded.row_width};
     thin_weight_gradient<T>(grad_weight, grad_bias, Tensor(), input, g, &pooled);
   });
 }
