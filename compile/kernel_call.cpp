@@ -162,6 +162,20 @@ std::vector<bool> KernelCall::updates() const { return updated_arguments(id_.fam
 
 namespace detail {
 
+Tensor store(const Tensor& t) {
+  if (!t.defined()) return t;
+  const TensorImpl& r = *t.impl();
+  return Tensor(std::make_shared<TensorImpl>(r.storage(), r.sizes().vec(), r.strides().vec(), r.storage_offset(),
+                                             r.dtype(), AutogradTerms{}, r.provenance()));
+}
+
+TensorList store(const TensorList& ts) {
+  TensorList out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(store(t));
+  return out;
+}
+
 void describe(std::ostream& os, const Scalar& s) { os << s; }
 
 void describe(std::ostream& os, const std::vector<std::int64_t>& dims) {

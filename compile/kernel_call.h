@@ -97,6 +97,13 @@ struct Stored<IntArrayRef> {
 };
 
 inline std::vector<std::int64_t> store(IntArrayRef a) { return {a.begin(), a.end()}; }
+/// The graph's own handle on a tensor argument: a TensorImpl of its own over the same memory
+/// (sizes, strides, offset, dtype), so that recording a call adds no reference to a tensor the
+/// step's code holds. Eager code may ask whether anyone else holds a tensor: AccumulateGrad
+/// takes a gradient without copying it only when nothing else does, and a capture must see
+/// what an eager run sees (else it records a clone eager code never makes).
+Tensor store(const Tensor& t);
+TensorList store(const TensorList& ts);
 template <class A>
 std::decay_t<A> store(const A& a) {
   return a;
