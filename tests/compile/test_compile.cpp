@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
 
 #include "../../examples/support/models.h"
 #include "compile/capture.h"
@@ -220,6 +221,25 @@ TEST_F(CompileTest, AReplayAllocatesNothing) {
   EXPECT_EQ(cpu_allocator_stats().allocations - before, 0);
   EXPECT_GT(step.graph().memory.temporaries, 10);
   EXPECT_LT(step.graph().memory.bytes, step.graph().memory.temporary_bytes);  // lifetimes share the arena
+}
+
+TEST_F(CompileTest, AGradientIsBoundWithoutACopyAsEagerCodeBindsIt) {
+  // AccumulateGrad takes a gradient without copying it when nothing else holds it. The capture
+  // must not be that something else (compile/kernel_call.h keeps its own handles), or the graph
+  // replays a clone the eager step never makes: for every leaf's gradient, no copy writes it.
+  Trainer<SmallCnn> run(3, kFloat32, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); }, {.passes = "none"});
+  step(randn({4, 1, 12, 12}), randint(0, 5, {4}));
+  std::set<const Storage*> bound;
+  for (const compiler::Node& node : step.graph().nodes) {
+    if (node.kind == compiler::Node::Kind::BindGrad) bound.insert(node.grad.impl()->storage().get());
+  }
+  EXPECT_EQ(bound.size(), run.model->parameters().size());
+  for (const compiler::Node& node : step.graph().nodes) {
+    if (node.kind != compiler::Node::Kind::Kernel || node.call->id().family != compiler::KernelFamily::Copy) continue;
+    const std::vector<const Tensor*> args = std::as_const(*node.call).tensors();  // (out, in)
+    EXPECT_EQ(bound.count(args[0]->impl()->storage().get()), 0u) << "a gradient copied before it is bound";
+  }
 }
 
 TEST_F(CompileTest, ANewBatchSizeCapturesAgainAndTheOldGraphStays) {
