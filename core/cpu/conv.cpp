@@ -88,8 +88,6 @@ void conv2d_backward_weight_bias_kernel(const Tensor& grad_weight, const Tensor&
   sum(grad_bias, grad_output, {0, 2, 3}, 1.0);
 }
 
-// The two kernels the table has, with the convolution's output in a temporary: the reference
-// for the thin route's pooled forward (core/cpu/conv_thin.cpp).
 namespace {
 
 /// The unfused compositions take activations in NCHW only: one held in channel blocks (Note
@@ -103,6 +101,8 @@ void expect_plain(std::initializer_list<const Tensor*> activations) {
 
 }  // namespace
 
+// The two kernels the table has, with the convolution's output in a temporary: the reference
+// for the thin route's pooled forward (core/cpu/conv_thin.cpp).
 void conv2d_forward_relu_max_pool_kernel(const Tensor& values, const Tensor& indices, const Tensor& input,
                                          const Tensor& weight, const Tensor& bias, const Im2ColGeometry& g,
                                          const Im2ColGeometry& pool, std::int64_t groups) {

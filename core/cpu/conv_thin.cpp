@@ -190,7 +190,6 @@ struct PooledGradient {
   const std::uint8_t* records;   // window records (Note [A pool window in one byte])
   const T* values;
   std::int64_t out_w, plane_out;  // pooled outputs per row and per plane
-  std::int64_t width;             // of the unpooled plane
   const std::int64_t* padded_position;  // where flat plane position i lies in the padded rows
   std::int64_t padded_width;             // of a padded row
 };
@@ -206,8 +205,7 @@ void unpool_plane(const PooledGradient<T>& p, std::int64_t plane, std::int64_t p
   std::fill(out, out + padded_size, 0.0f);
   const PlaneStart start = plane_start(plane, p.channels, p.plane_out, p.grad_block);
   const T* g = p.grad + start.offset;
-  const auto add = [&](std::int64_t o, std::int64_t at, bool passes) {
-    float& cell = out[p.padded_position[at]];
+  const auto add = [&](float& cell, std::int64_t o, bool passes) {
     cell = to_op_math(from_op_math<T>(cell + select(passes, static_cast<float>(to_op_math(g[o * start.step])), 0.0f)));
   };
   if (p.records != nullptr) {
@@ -216,10 +214,7 @@ void unpool_plane(const PooledGradient<T>& p, std::int64_t plane, std::int64_t p
     for (std::int64_t o = 0, py = 0; o < p.plane_out; ++py) {
       float* rows = out + 2 * py * p.padded_width;
       for (std::int64_t px = 0; px < p.out_w; ++px, ++o) {
-        const std::uint8_t r = record[o];
-        float& cell = rows[pool_record_winner(r, 0, px, p.padded_width)];
-        cell = to_op_math(
-            from_op_math<T>(cell + select(pool_record_passes(r), static_cast<float>(to_op_math(g[o * start.step])), 0.0f)));
+        add(rows[pool_record_winner(record[o], 0, px, p.padded_width)], o, pool_record_passes(record[o]));
       }
     }
     return;
@@ -229,7 +224,7 @@ void unpool_plane(const PooledGradient<T>& p, std::int64_t plane, std::int64_t p
   for (std::int64_t o = 0; o < p.plane_out; ++o) {
     const std::int64_t at = winner[o];
     KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
-    add(o, at, !(to_op_math(value[o]) <= 0));  // threshold_backward's test
+    add(out[p.padded_position[at]], o, !(to_op_math(value[o]) <= 0));  // threshold_backward's test
   }
 }
 
@@ -501,7 +496,6 @@ void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, con
                                    values.data_ptr<T>(),
                                    pooled_sizes[3],
                                    pooled_sizes[2] * pooled_sizes[3],
-                                   g.out_w,
                                    padded_position.data(),
                                    padded.row_width};
     thin_weight_gradient<T>(grad_weight, grad_bias, Tensor(), input, g, &pooled);

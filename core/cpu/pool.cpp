@@ -231,11 +231,11 @@ inline std::int64_t block_offset(const ChannelBlockedLayout& l, std::int64_t h, 
 
 /// Max pooling of one (image, channel block) into the `lanes` planes at `values`/`indices`
 /// (each plane_out long): pool_plane's loop, each tap a B-lane step; with Relu, of relu's
-/// output (functors.h's Relu, NaN kept) computed as each element is read.
-/// With `records` (and indices null), window records instead (Note [A pool window in one byte]).
+/// output (functors.h's Relu, NaN kept) computed as each element is read. (Window records come
+/// only from 2x2 pools, which pool_channel_block_2x2 takes.)
 template <int B, bool Relu, class T>
-void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::uint8_t* records, std::int64_t lanes,
-                        std::int64_t plane_out, const PoolPlan& p, const ChannelBlockedLayout& layout) {
+void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::int64_t lanes, std::int64_t plane_out,
+                        const PoolPlan& p, const ChannelBlockedLayout& layout) {
   using M = OpMath<T>;
   std::int64_t o = 0;
   for (const Span& r : p.rows) {
@@ -267,17 +267,9 @@ void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::u
           }
         }
       }
-      for (std::int64_t l = 0; l < lanes; ++l) values[l * plane_out + o] = from_op_math<T>(best[l]);
-      if (records != nullptr) {
-        const PlaneIndex anchor = static_cast<PlaneIndex>(y0 * p.width + x0);
-        for (std::int64_t l = 0; l < lanes; ++l) {
-          const std::int64_t from_anchor = at[l] - anchor;
-          const bool lower = from_anchor >= p.width;
-          records[l * plane_out + o] = pool_record(lower, from_anchor != (lower ? p.width : 0),
-                                                   !(to_op_math(values[l * plane_out + o]) <= 0));
-        }
-      } else {
-        for (std::int64_t l = 0; l < lanes; ++l) indices[l * plane_out + o] = at[l];
+      for (std::int64_t l = 0; l < lanes; ++l) {
+        values[l * plane_out + o] = from_op_math<T>(best[l]);
+        indices[l * plane_out + o] = at[l];
       }
       ++o;
     }
@@ -431,8 +423,7 @@ void max_pool2d_channel_blocked_kernel(const Tensor& values, const Tensor& indic
                                }
                                const auto pool = relu ? &pool_channel_block<B, true, T> : &pool_channel_block<B, false, T>;
                                pool(x + n * layout.stride_n + cb * layout.stride_block, v + plane * plane_out,
-                                    idx != nullptr ? idx + plane * plane_out : nullptr,
-                                    rec != nullptr ? rec + plane * plane_out : nullptr, lanes, plane_out, plan, layout);
+                                    idx + plane * plane_out, lanes, plane_out, plan, layout);
                              });
     });
   });
