@@ -72,6 +72,26 @@ bool covers_storage(const Tensor& t) {
          static_cast<std::size_t>(t.numel()) * t.element_size() == t.impl()->storage()->nbytes();
 }
 
+bool is_whole_value(const Tensor& t, const Tensor& like) {
+  return storage_of(t) == storage_of(like) && covers_storage(t) && t.sizes() == like.sizes();
+}
+
+std::size_t handles_on(const KernelCall& call, const Storage* s) {
+  std::size_t count = 0;
+  for (const Tensor* t : call.tensors()) count += storage_of(*t) == s;
+  return count;
+}
+
+void apply_swaps(Graph& g, const std::vector<StorageSwap>& swaps) {
+  for (const StorageSwap& swap : swaps) {
+    for (std::size_t k : swap.nodes) {
+      for (Tensor* t : g.nodes[k].call->tensors()) {
+        if (storage_of(*t) == storage_of(swap.old)) *t = swap.replacement;
+      }
+    }
+  }
+}
+
 Tensor with_geometry(const Tensor& over, const Tensor& like) {
   const TensorImpl& l = *like.impl();
   return Tensor(std::make_shared<TensorImpl>(over.impl()->storage(), Shape(l.sizes().begin(), l.sizes().end()),

@@ -61,6 +61,21 @@ inline const Storage* storage_of(const Tensor& t) { return t.defined() ? t.impl(
 /// Whether `t` covers the whole of its storage, contiguously from its start.
 bool covers_storage(const Tensor& t);
 
+/// Whether `t` is all of `like`'s storage with `like`'s sizes: the same whole value.
+bool is_whole_value(const Tensor& t, const Tensor& like);
+
+/// How many of `call`'s tensor arguments lie on storage `s`.
+std::size_t handles_on(const KernelCall& call, const Storage* s);
+
+/// A value a pass replaces: every argument over `old`'s storage in `nodes` becomes
+/// `replacement`. Passes collect these while they walk and apply them after, so that no
+/// storage dies while their StorageUses still name it.
+struct StorageSwap {
+  Tensor old, replacement;
+  std::vector<std::size_t> nodes;
+};
+void apply_swaps(Graph& g, const std::vector<StorageSwap>& swaps);
+
 /// A tensor over `over`'s storage with `like`'s sizes, strides, offset and dtype.
 Tensor with_geometry(const Tensor& over, const Tensor& like);
 

@@ -40,11 +40,6 @@ using WeightBiasCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, co
 using FusedCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                             const Tensor&, const Tensor&, const Im2ColGeometry&, std::int64_t>;
 
-/// Whether `t` is all of storage `d` with `like`'s sizes: the value the pool's backward wrote.
-bool is_whole(const Tensor& t, const Storage* d, const Tensor& like) {
-  return storage_of(t) == d && covers_storage(t) && t.sizes() == like.sizes();
-}
-
 }  // namespace
 
 void fuse_unpool_conv_backward(Graph& g) {
@@ -79,7 +74,7 @@ void fuse_unpool_conv_backward(Graph& g) {
     if (!readers_are_kernels || input_call == nullptr || weight_call == nullptr) return;
     const auto& [grad_input, grad_output_i, weight, geometry, groups] = input_call->arguments();
     const auto& [grad_weight, grad_bias, grad_output_w, input, geometry_w, groups_w] = weight_call->arguments();
-    if (!is_whole(grad_output_i, d, unpooled) || !is_whole(grad_output_w, d, unpooled) || groups != groups_w ||
+    if (!is_whole_value(grad_output_i, unpooled) || !is_whole_value(grad_output_w, unpooled) || groups != groups_w ||
         geometry != geometry_w ||
         routes::cpu_conv2d(input.dtype(), grad_weight.sizes(), groups) == routes::Route::Thin ||
         grad_input.sizes() != input.sizes()) {

@@ -47,23 +47,6 @@ using BackwardCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, cons
 using FirstLayerBackwardCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                          const Tensor&, const Im2ColGeometry&, std::int64_t>;
 
-/// How many of `call`'s tensor arguments lie on storage `s`.
-std::size_t handles_of(const KernelCall& call, const Storage* s) {
-  std::size_t count = 0;
-  for (const Tensor* t : call.tensors()) count += storage_of(*t) == s;
-  return count;
-}
-
-bool is_whole(const Tensor& t, const Tensor& like) {
-  return storage_of(t) == storage_of(like) && covers_storage(t) && t.sizes() == like.sizes();
-}
-
-/// The value, its blocked replacement, and the nodes whose arguments change.
-struct Swap {
-  Tensor plain, blocked;
-  std::vector<std::size_t> nodes;
-};
-
 Tensor blocked_like(const Tensor& t, std::int64_t block) {
   return empty({t.sizes()[0], t.sizes()[1] / block, t.sizes()[2], t.sizes()[3], block},
                TensorOptions(t.dtype()).device(t.device()));
@@ -74,13 +57,13 @@ Tensor blocked_like(const Tensor& t, std::int64_t block) {
 void propagate_channel_blocks(Graph& g) {
   if (!backends::onednn_is_available()) return;
   const std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  std::vector<Swap> swaps;  // made once the walk is done, so that no storage dies while `uses` names it
+  std::vector<StorageSwap> swaps;
   for (std::size_t p = 0; p < g.nodes.size(); ++p) {
     const auto* first = kernel_call<const ForwardCall>(g.nodes[p], KernelFamily::ConvForwardReluMaxPool);
     if (first == nullptr) continue;
     const auto& [values, indices, x, w1, b1, g1, pool1, groups1] = first->arguments();
     if (routes::cpu_conv2d(x.dtype(), w1.sizes(), groups1) != routes::Route::Thin || values.dim() != 4 ||
-        !values.is_contiguous() || !covers_storage(values)) {
+        !covers_storage(values)) {
       continue;
     }
     const StorageUses& v_uses = uses.at(storage_of(values));
@@ -93,20 +76,20 @@ void propagate_channel_blocks(Graph& g) {
     for (std::size_t r : v_uses.reads) {
       const Node& reader = g.nodes[r];
       if (const auto* f = kernel_call<const ForwardCall>(reader, KernelFamily::ConvForwardReluMaxPool);
-          f != nullptr && second == nullptr && is_whole(std::get<2>(f->arguments()), values) &&
-          handles_of(*reader.call, storage_of(values)) == 1) {
+          f != nullptr && second == nullptr && is_whole_value(std::get<2>(f->arguments()), values) &&
+          handles_on(*reader.call, storage_of(values)) == 1) {
         second = f;
       } else if (const auto* b = kernel_call<const BackwardCall>(reader, KernelFamily::ConvBackwardThroughMaxPool);
-                 b != nullptr && second_backward == nullptr && is_whole(std::get<7>(b->arguments()), values) &&
-                 handles_of(*reader.call, storage_of(values)) == 1) {
+                 b != nullptr && second_backward == nullptr && is_whole_value(std::get<7>(b->arguments()), values) &&
+                 handles_on(*reader.call, storage_of(values)) == 1) {
         second_backward = b;
         second_backward_at = r;
       } else if (const auto* o =
                      kernel_call<const FirstLayerBackwardCall>(reader, KernelFamily::ConvBackwardWeightBiasThroughMaxPool);
-                 o != nullptr && own_backward == nullptr && is_whole(std::get<4>(o->arguments()), values) &&
+                 o != nullptr && own_backward == nullptr && is_whole_value(std::get<4>(o->arguments()), values) &&
                  cpu::holds_pool_records(std::get<3>(o->arguments())) &&
                  storage_of(std::get<3>(o->arguments())) == storage_of(indices) &&
-                 handles_of(*reader.call, storage_of(values)) == 1) {
+                 handles_on(*reader.call, storage_of(values)) == 1) {
         own_backward = o;
         own_backward_at = r;
       } else {
@@ -123,29 +106,22 @@ void propagate_channel_blocks(Graph& g) {
     const std::optional<std::int64_t> block =
         onednn::conv2d_input_channel_block(values.dtype(), values.sizes(), w2.sizes(), g2, groups2, b2.defined());
     if (!block) continue;
-    Swap activation{values, blocked_like(values, *block), {p}};
+    StorageSwap activation{values, blocked_like(values, *block), {p}};
     for (std::size_t r : v_uses.reads) activation.nodes.push_back(r);
     swaps.push_back(std::move(activation));
     // The gradient, when it runs from the second layer's backward to the first layer's alone.
-    if (own_backward == nullptr || !grad_input.is_contiguous() || !covers_storage(grad_input) ||
-        grad_input.sizes() != values.sizes()) {
+    if (own_backward == nullptr || !covers_storage(grad_input) || grad_input.sizes() != values.sizes()) {
       continue;
     }
     const StorageUses& d_uses = uses.at(storage_of(grad_input));
     if (d_uses.pinned || d_uses.writes != std::vector<std::size_t>{second_backward_at} ||
         d_uses.reads != std::vector<std::size_t>{own_backward_at} ||
-        !is_whole(std::get<2>(own_backward->arguments()), grad_input)) {
+        !is_whole_value(std::get<2>(own_backward->arguments()), grad_input)) {
       continue;
     }
     swaps.push_back({grad_input, blocked_like(grad_input, *block), {second_backward_at, own_backward_at}});
   }
-  for (const Swap& swap : swaps) {
-    for (std::size_t k : swap.nodes) {
-      for (Tensor* t : g.nodes[k].call->tensors()) {
-        if (storage_of(*t) == storage_of(swap.plain)) *t = swap.blocked;
-      }
-    }
-  }
+  apply_swaps(g, swaps);
 }
 
 }  // namespace kiln::compiler

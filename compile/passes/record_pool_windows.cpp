@@ -41,23 +41,11 @@ bool takes_records(const Node& node) {
          std::find(families.begin(), families.end(), node.call->id().family) != families.end();
 }
 
-/// Whether `node` reads storage `s` through some argument.
-bool reads_storage(const Node& node, const Storage* s) {
-  for (const Tensor* t : std::as_const(*node.call).tensors()) {
-    if (storage_of(*t) == s) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 void record_pool_windows(Graph& g) {
   const std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  struct Swap {
-    Tensor indices, records;
-    std::vector<std::size_t> nodes;
-  };
-  std::vector<Swap> swaps;  // made once the walk is done, so that no storage dies while `uses` names it
+  std::vector<StorageSwap> swaps;
   for (std::size_t n = 0; n < g.nodes.size(); ++n) {
     const auto* call = kernel_call<const ForwardCall>(g.nodes[n], KernelFamily::ConvForwardReluMaxPool);
     if (call == nullptr) continue;
@@ -71,24 +59,18 @@ void record_pool_windows(Graph& g) {
     bool all_take_records = !i_uses.reads.empty();
     for (std::size_t r : i_uses.reads) {
       all_take_records = all_take_records && r > n && takes_records(g.nodes[r]) &&
-                         reads_storage(g.nodes[r], storage_of(values));
+                         handles_on(*g.nodes[r].call, storage_of(values)) > 0;
       for (const Tensor* t : std::as_const(*g.nodes[r].call).tensors()) {
-        all_take_records = all_take_records && (storage_of(*t) != storage_of(indices) ||
-                                                (covers_storage(*t) && t->sizes() == indices.sizes()));
+        all_take_records = all_take_records && (storage_of(*t) != storage_of(indices) || is_whole_value(*t, indices));
       }
     }
     if (!all_take_records) continue;
-    Swap swap{indices, empty(indices.sizes(), TensorOptions(cpu::kPoolRecordDType).device(indices.device())), {n}};
+    StorageSwap swap{indices, empty(indices.sizes(), TensorOptions(cpu::kPoolRecordDType).device(indices.device())),
+                     {n}};
     swap.nodes.insert(swap.nodes.end(), i_uses.reads.begin(), i_uses.reads.end());
     swaps.push_back(std::move(swap));
   }
-  for (const Swap& swap : swaps) {
-    for (std::size_t k : swap.nodes) {
-      for (Tensor* t : g.nodes[k].call->tensors()) {
-        if (storage_of(*t) == storage_of(swap.indices)) *t = swap.records;
-      }
-    }
-  }
+  apply_swaps(g, swaps);
 }
 
 }  // namespace kiln::compiler
