@@ -159,21 +159,35 @@ template <int KH, int KW, int OB>
 void forward_rows(const float* image, std::int64_t channels, const PaddedImage& p, std::int64_t y,
                   const Im2ColGeometry& g, const float* w, const float* bias, float* rows) {
   const std::int64_t weights_per_output = channels * KH * KW;
-  for (std::int64_t xc = 0; xc < p.row_width; xc += kLanes) {
-    Lanes acc[OB];
-    for (int ob = 0; ob < OB; ++ob) acc[ob] = Lanes{} + bias[ob];
+  std::int64_t xc = 0;
+  // Two chunks at a time where there are registers for them (AVX-512 has 32): 2·OB chains in
+  // flight instead of OB hide the FMA's latency. Each lane's chain is the same either way.
+  const auto chunks = [&]<int CH>() {
+    Lanes acc[CH][OB];
+    for (int ch = 0; ch < CH; ++ch) {
+      for (int ob = 0; ob < OB; ++ob) acc[ch][ob] = Lanes{} + bias[ob];
+    }
     for (std::int64_t c = 0; c < channels; ++c) {
       const float* in = image + c * p.in_height * p.in_width + y * g.stride_h * p.in_width + xc;
       const float* wc = w + c * KH * KW;
       for (int i = 0; i < KH; ++i) {
         for (int j = 0; j < KW; ++j) {
-          const Lanes v = load(in + i * g.dilation_h * p.in_width + j * g.dilation_w);
-          for (int ob = 0; ob < OB; ++ob) acc[ob] += wc[ob * weights_per_output + i * KW + j] * v;
+          for (int ch = 0; ch < CH; ++ch) {
+            const Lanes v = load(in + ch * kLanes + i * g.dilation_h * p.in_width + j * g.dilation_w);
+            for (int ob = 0; ob < OB; ++ob) acc[ch][ob] += wc[ob * weights_per_output + i * KW + j] * v;
+          }
         }
       }
     }
-    for (int ob = 0; ob < OB; ++ob) std::memcpy(rows + ob * p.row_width + xc, &acc[ob], sizeof(Lanes));
-  }
+    for (int ch = 0; ch < CH; ++ch) {
+      for (int ob = 0; ob < OB; ++ob) std::memcpy(rows + ob * p.row_width + xc + ch * kLanes, &acc[ch][ob], sizeof(Lanes));
+    }
+    xc += CH * kLanes;
+  };
+#ifdef __AVX512F__
+  while (xc + 2 * kLanes <= p.row_width) chunks.template operator()<2>();
+#endif
+  while (xc < p.row_width) chunks.template operator()<1>();
 }
 
 // For stride 1, x runs along lanes: each output row is cut into chunks of kLanes columns
@@ -335,8 +349,9 @@ void pool_row_pairs(const float* top, const float* bottom, std::int64_t count, s
     const float top_max = select(right_top, t1, t0), bottom_max = select(right_bottom, b1, b0);
     const bool take_bottom = !(bottom_max <= top_max) & (top_max == top_max);
     best[q] = select(take_bottom, bottom_max, top_max);
-    // The winner's row (bit 1) and column (bit 0) in its window.
-    best_at[q] = select(take_bottom, 2 + static_cast<std::int32_t>(right_bottom), static_cast<std::int32_t>(right_top));
+    // The window's record, made here where the loop vectorises (an index needs only its
+    // winner's bits, Note [A pool window in one byte]).
+    best_at[q] = pool_record<std::int32_t>(take_bottom, take_bottom ? right_bottom : right_top, !(best[q] <= 0.0f));
   }
   const std::int64_t half = row_width / 2;
   for (std::int64_t ob = 0; ob < count; ++ob) {
@@ -348,9 +363,10 @@ void pool_row_pairs(const float* top, const float* bottom, std::int64_t count, s
     T* row = pool.values + plane.offset + py * pool.out_w * plane.step;
     for (std::int64_t px = 0; px < pool.out_w; ++px) row[px * plane.step] = from_op_math<T>(value[px]);
     if (pool.records != nullptr) {
-      for (std::int64_t px = 0; px < pool.out_w; ++px) {
-        pool.records[first + px] = pool_record(at[px] >> 1, at[px] & 1, !(value[px] <= 0.0f));
-      }
+      // Locals, so that the byte stores (which may alias anything) do not reload pool's fields.
+      std::uint8_t* records = pool.records + first;
+      const std::int64_t count = pool.out_w;
+      for (std::int64_t px = 0; px < count; ++px) records[px] = static_cast<std::uint8_t>(at[px]);
       continue;
     }
     for (std::int64_t px = 0; px < pool.out_w; ++px) {

@@ -40,9 +40,10 @@ inline bool holds_pool_records(const Tensor& indices) { return indices.dtype() =
 /// pools that can keep records (and that the thin convolution pools as it makes its rows).
 bool pools_whole_2x2_windows(const Im2ColGeometry& pool);
 
-inline std::uint8_t pool_record(bool lower, bool right, bool passes) {
-  return static_cast<std::uint8_t>(static_cast<unsigned>(right) | static_cast<unsigned>(lower) << 1 |
-                                   static_cast<unsigned>(passes) << 2);
+/// A record in `Bits` (wider than a byte where a vectorised loop keeps it in int lanes).
+template <class Bits = std::uint8_t>
+Bits pool_record(bool lower, bool right, bool passes) {
+  return static_cast<Bits>(static_cast<Bits>(right) | static_cast<Bits>(lower) << 1 | static_cast<Bits>(passes) << 2);
 }
 
 /// The flat position of window (py, px)'s winner in a plane `width` wide.
