@@ -208,6 +208,14 @@ struct PooledGradient {
   std::int64_t padded_width;             // of a padded row
 };
 
+/// A plane's windows' four cells, each in window order: unpool_plane's scratch.
+struct WindowCells {
+  std::vector<float> upper_left, upper_right, lower_left, lower_right;
+  explicit WindowCells(std::int64_t windows)
+      : upper_left(static_cast<std::size_t>(windows)), upper_right(upper_left.size()),
+        lower_left(upper_left.size()), lower_right(upper_left.size()) {}
+};
+
 /// Plane `plane` of dY as max_pool2d_backward_relu_kernel makes it (core/cpu/pool.cpp: zeros,
 /// then in window order each window's gradient added onto its winner unless the pooled value
 /// is not positive, rounded to T), written straight into padded rows of `out`. A window that
@@ -215,24 +223,47 @@ struct PooledGradient {
 /// cell is never -0 (it starts at +0, and x + (-x) rounds to +0), so adding +0 changes nothing.
 template <class T>
 void unpool_plane(const PooledGradient<T>& p, std::int64_t plane, std::int64_t plane_in, std::int64_t padded_size,
-                  float* out) {
-  std::fill(out, out + padded_size, 0.0f);
+                  float* out, WindowCells& cells) {
   const PlaneStart start = plane_start(plane, p.channels, p.plane_out, p.grad_block);
   const T* g = p.grad + start.offset;
-  const auto add = [&](float& cell, std::int64_t o, bool passes) {
-    cell = to_op_math(from_op_math<T>(cell + select(passes, static_cast<float>(to_op_math(g[o * start.step])), 0.0f)));
-  };
   if (p.records != nullptr) {
-    // A record's winner lies in padded rows 2py, 2py + 1 at columns 2px, 2px + 1: no table.
+    // Window (py, px) covers padded rows 2py, 2py + 1 at columns 2px, 2px + 1, and the windows
+    // tile those rows, so each of its four cells is written: the winner's with the gradient,
+    // the others with zeros. First each window's four cells, in window order (a loop over
+    // contiguous records that vectorises); then the rows, each an interleave of two of them.
+    // No fill, no scatter. `+ 0.0f` is the add onto a +0 cell below (-0 becomes +0). Cells no
+    // window covers (padding columns, an odd size's last row and column) are never written
+    // and keep the zeros the caller's buffer was made with.
     const std::uint8_t* record = p.records + plane * p.plane_out;
-    for (std::int64_t o = 0, py = 0; o < p.plane_out; ++py) {
-      float* rows = out + 2 * py * p.padded_width;
-      for (std::int64_t px = 0; px < p.out_w; ++px, ++o) {
-        add(rows[pool_record_winner(record[o], 0, px, p.padded_width)], o, pool_record_passes(record[o]));
+    float* c0 = cells.upper_left.data();
+    float* c1 = cells.upper_right.data();
+    float* c2 = cells.lower_left.data();
+    float* c3 = cells.lower_right.data();
+    for (std::int64_t o = 0; o < p.plane_out; ++o) {
+      const std::uint8_t r = record[o];
+      const float v = select(pool_record_passes(r), static_cast<float>(to_op_math(g[o * start.step])), 0.0f) + 0.0f;
+      const unsigned cell = r & 3u;
+      c0[o] = select(cell == 0, v, 0.0f);
+      c1[o] = select(cell == 1, v, 0.0f);
+      c2[o] = select(cell == 2, v, 0.0f);
+      c3[o] = select(cell == 3, v, 0.0f);
+    }
+    for (std::int64_t o = 0, py = 0; o < p.plane_out; o += p.out_w, ++py) {
+      float* top = out + 2 * py * p.padded_width;
+      float* bottom = top + p.padded_width;
+      for (std::int64_t px = 0; px < p.out_w; ++px) {
+        top[2 * px] = c0[o + px];
+        top[2 * px + 1] = c1[o + px];
+        bottom[2 * px] = c2[o + px];
+        bottom[2 * px + 1] = c3[o + px];
       }
     }
     return;
   }
+  std::fill(out, out + padded_size, 0.0f);
+  const auto add = [&](float& cell, std::int64_t o, bool passes) {
+    cell = to_op_math(from_op_math<T>(cell + select(passes, static_cast<float>(to_op_math(g[o * start.step])), 0.0f)));
+  };
   const T* value = p.values + plane * p.plane_out;
   const std::int64_t* winner = p.indices + plane * p.plane_out;
   for (std::int64_t o = 0; o < p.plane_out; ++o) {
@@ -258,6 +289,7 @@ void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_bias, co
   parallel_for(0, O, 1, [&](std::int64_t o_begin, std::int64_t o_end) {
     std::vector<float> padded_input(static_cast<std::size_t>(C * in_height * in_width));
     std::vector<float> padded_dy(static_cast<std::size_t>(OH * dy_width));
+    WindowCells cells(pooled != nullptr ? pooled->plane_out : 0);
     std::vector<Lanes> lanes(static_cast<std::size_t>(taps));
     std::vector<double> acc(static_cast<std::size_t>((o_end - o_begin) * taps), 0.0);
     std::vector<double> bias_acc(static_cast<std::size_t>(o_end - o_begin), 0.0);
@@ -265,7 +297,7 @@ void thin_weight_gradient(const Tensor& grad_weight, const Tensor& grad_bias, co
       padded.pad_image(x + n * C * H * W, C, g, padded_input.data());
       for (std::int64_t o = o_begin; o < o_end; ++o) {
         if (pooled != nullptr) {
-          unpool_plane(*pooled, n * O + o, OH * OW, OH * dy_width, padded_dy.data());
+          unpool_plane(*pooled, n * O + o, OH * OW, OH * dy_width, padded_dy.data(), cells);
         } else {
           pad_plane(dy + (n * O + o) * OH * OW, OH, OW, 0, 0, dy_width, padded_dy.data(), OH);
         }
