@@ -53,6 +53,7 @@ const char* family_name(KernelFamily f) {
     case KernelFamily::Adam: return "adam";
     case KernelFamily::Sgd: return "sgd";
     case KernelFamily::Unscale: return "unscale";
+    case KernelFamily::ElementwiseChain: return "elementwise_chain";
     case KernelFamily::Fused: return "fused";
     case KernelFamily::kCount: break;
   }

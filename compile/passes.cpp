@@ -37,6 +37,9 @@ const std::vector<Pass>& all_passes() {
        "primitives' channel blocks (no reorder to or from NCHW)"},
       {"fold_constants", &fold_constants,
        "calls that compute from constants alone (a causal mask, a cast scalar) run once, at capture"},
+      {"fuse_elementwise_chains", &fuse_elementwise_chains,
+       "a run of elementwise ops, each reading only the one before (attention's scale and mask, a sum of "
+       "gradients), as one pass over the elements"},
       {"plan_memory", &plan_memory, "every temporary in one arena: a replay allocates nothing"},
   };
   return passes;

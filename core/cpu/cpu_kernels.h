@@ -11,6 +11,9 @@
 namespace kiln::cpu {
 
 std::array<UnaryKernel, static_cast<std::size_t>(UnaryOp::kCount)> unary_kernels();
+/// Whether op's kernel computes contiguous `dtype` tensors with Eigen's vectorised array
+/// function rather than the shared functor (core/cpu/unary.cpp).
+bool unary_has_vectorised_form(UnaryOp op, DType dtype);
 std::array<BinaryKernel, static_cast<std::size_t>(BinaryOp::kCount)> binary_kernels();
 std::array<ReduceKernel, static_cast<std::size_t>(ReduceOp::kCount)> reduce_kernels();
 

@@ -4,6 +4,7 @@
 // through cpu_map, in OpMath (float for half types).
 // Read next: core/cpu/binary.cpp.
 #include <string>
+#include <utility>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/loops.h"
@@ -53,7 +54,23 @@ void unary_kernel(const Tensor& out, const Tensor& in) {
   });
 }
 
+template <UnaryOp Op>
+bool has_eigen_form(DType dtype) {
+  return dtype == kFloat32 ? kHasEigenForm<Op, float> : dtype == kFloat64 && kHasEigenForm<Op, double>;
+}
+
+template <std::size_t... I>
+bool has_eigen_form(UnaryOp op, DType dtype, std::index_sequence<I...>) {
+  bool found = false;
+  ((static_cast<std::size_t>(op) == I ? (found = has_eigen_form<static_cast<UnaryOp>(I)>(dtype)) : false), ...);
+  return found;
+}
+
 }  // namespace
+
+bool unary_has_vectorised_form(UnaryOp op, DType dtype) {
+  return has_eigen_form(op, dtype, std::make_index_sequence<static_cast<std::size_t>(UnaryOp::kCount)>{});
+}
 
 std::array<UnaryKernel, static_cast<std::size_t>(UnaryOp::kCount)> unary_kernels() {
   using namespace functors;

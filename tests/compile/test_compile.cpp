@@ -131,7 +131,8 @@ TEST_F(CompileTest, ACnnStepWithDropoutAndAdamMatchesEagerInFloat64) {
 
 /// Every pass but those that change a reduction's order (whose Notes say so).
 const char* kExactPasses =
-    "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_linear,record_pool_windows,plan_memory";
+    "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_linear,record_pool_windows,fuse_elementwise_chains,"
+    "plan_memory";
 
 TEST_F(CompileTest, TheFashionCnnStepMatchesEagerInFloat32) {
   // train_cnn's model: the oneDNN route, its blocked layouts and thin kernels.
