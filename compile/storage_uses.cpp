@@ -6,6 +6,18 @@
 
 namespace kiln::compiler {
 
+namespace {
+
+/// Whether one of the kernel `node`'s arguments over storage `s` covers all of it.
+bool writes_covering(const Node& node, const Storage* s) {
+  for (const Tensor* t : std::as_const(*node.call).tensors()) {
+    if (storage_of(*t) == s && covers_storage(*t)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::map<const Storage*, StorageUses> storage_uses(const Graph& g) {
   std::map<const Storage*, StorageUses> uses;
   for (std::size_t n = 0; n < g.nodes.size(); ++n) {
@@ -39,6 +51,11 @@ std::map<const Storage*, StorageUses> storage_uses(const Graph& g) {
         uses[storage_of(node.grad)].reads.push_back(n);
         break;
     }
+  }
+  for (auto& [s, u] : uses) {
+    // Only kernels write; one that reads what it writes has its node in `reads` too.
+    const bool written_first = !u.writes.empty() && (u.reads.empty() || u.reads.front() > u.writes.front());
+    u.first_use_writes_whole = written_first && writes_covering(g.nodes[u.writes.front()], s);
   }
   for (const Tensor& t : g.inputs) uses[storage_of(t)].pinned = true;
   for (const std::vector<Tensor>* list : {&g.outputs, &g.constants}) {

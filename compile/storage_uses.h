@@ -19,6 +19,9 @@ namespace kiln::compiler {
 struct StorageUses {
   std::vector<std::size_t> reads, writes;  // node indices, in order (a kernel that updates reads and writes)
   bool pinned = false;                     // read by a region, bound to a leaf, or an input or output
+  /// Its first use writes the whole of it without reading it: the value it then holds needs
+  /// nothing from before the step (a buffer a kernel fills, not one host code made).
+  bool first_use_writes_whole = false;
 };
 
 std::map<const Storage*, StorageUses> storage_uses(const Graph& g);

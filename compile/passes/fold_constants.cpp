@@ -34,24 +34,8 @@ namespace kiln::compiler {
 // The folded values stay in the storages the capture computed them in, listed in
 // Graph::constants, which keeps them alive, prints them as %constN and keeps plan_memory from
 // placing them in the arena. Nothing is computed differently, so the pass is exact; it runs
-// after the fusions, which never fuse into a constant's maker, and before plan_memory.
-
-namespace {
-
-/// Whether node `n`'s argument over storage `s` is written whole, without being read first.
-bool writes_whole(const Node& node, const Storage* s) {
-  const std::vector<const Tensor*> args = std::as_const(*node.call).tensors();
-  const std::vector<bool> writes = node.call->writes(), updates = node.call->updates();
-  bool whole = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (storage_of(*args[i]) != s) continue;
-    if (!writes[i] || updates[i]) return false;
-    whole = whole || covers_storage(*args[i]);
-  }
-  return whole;
-}
-
-}  // namespace
+// after the layer fusions, which never fuse into a constant's maker, and before
+// fuse_elementwise_chains (whose chains read the folded values) and plan_memory.
 
 void fold_constants(Graph& g) {
   const std::map<const Storage*, StorageUses> uses = storage_uses(g);
@@ -65,14 +49,13 @@ void fold_constants(Graph& g) {
   std::set<const Storage*> candidates;
   for (const auto& [s, u] : uses) {
     if (s == nullptr || u.pinned || outside.count(s) != 0 || u.writes.empty()) continue;
-    const std::size_t first_write = u.writes.front(), last_write = u.writes.back();
+    const std::size_t last_write = u.writes.back();
     bool reads_after_writes = true;
     for (std::size_t r : u.reads) {
       const bool by_writer = std::find(u.writes.begin(), u.writes.end(), r) != u.writes.end();
       reads_after_writes = reads_after_writes && (by_writer || r > last_write);
     }
-    const bool read_before_first_write = !u.reads.empty() && u.reads.front() < first_write;
-    if (reads_after_writes && !read_before_first_write && writes_whole(g.nodes[first_write], s)) candidates.insert(s);
+    if (reads_after_writes && u.first_use_writes_whole) candidates.insert(s);
   }
   for (bool changed = true; changed;) {
     changed = false;

@@ -47,47 +47,26 @@ std::int64_t align(std::int64_t n) {
 }  // namespace
 
 void plan_memory(Graph& g) {
+  const std::map<const Storage*, StorageUses> shared = storage_uses(g);
   std::map<const Storage*, StorageUse> uses;
   // Uses by kernels, in order.
   for (std::size_t n = 0; n < g.nodes.size(); ++n) {
     Node& node = g.nodes[n];
     if (node.kind != Node::Kind::Kernel) continue;
-    const std::vector<Tensor*> args = node.call->tensors();
-    const std::vector<bool> writes = node.call->writes(), updates = node.call->updates();
-    std::map<const Storage*, bool> writes_all_here;  // per storage in this call
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      if (!args[i]->defined()) continue;
-      const Storage* s = args[i]->impl()->storage().get();
-      const bool pure_full_write = writes[i] && !updates[i] && covers_storage(*args[i]);
-      auto [it, fresh] = writes_all_here.emplace(s, pure_full_write);
-      if (!fresh) it->second = it->second && pure_full_write && writes[i];
-    }
-    for (const auto& [s, writes_all] : writes_all_here) {
+    for (const Tensor* arg : node.call->tensors()) {
+      const Storage* s = storage_of(*arg);
+      if (s == nullptr) continue;
       auto [it, fresh] = uses.emplace(s, StorageUse{});
       if (fresh) {
         it->second.first = n;
-        it->second.first_writes_all = writes_all;
+        it->second.first_writes_all = shared.at(s).first_use_writes_whole;
         it->second.bytes = static_cast<std::int64_t>(s->nbytes());
       }
       it->second.last = n;
     }
   }
-  // Everything held elsewhere in the graph stays.
-  for (Node& node : g.nodes) {
-    if (node.kind == Node::Kind::Region) {
-      for (const Tensor& t : node.reads) {
-        if (t.defined()) uses[t.impl()->storage().get()].kept = true;
-      }
-    } else if (node.kind == Node::Kind::BindGrad) {
-      uses[node.leaf.impl()->storage().get()].kept = true;
-      uses[node.grad.impl()->storage().get()].kept = true;
-    }
-  }
-  for (const std::vector<Tensor>* list : {&g.inputs, &g.outputs, &g.constants}) {
-    for (const Tensor& t : *list) {
-      if (t.defined()) uses[t.impl()->storage().get()].kept = true;
-    }
-  }
+  // Everything held elsewhere in the graph (StorageUses::pinned) or outside it stays.
+  for (auto& [s, use] : uses) use.kept = shared.at(s).pinned;
   for (const Storage* s : held_outside(g)) uses[s].kept = true;
 
   // Interval placement, largest first.
