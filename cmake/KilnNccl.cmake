@@ -49,7 +49,9 @@ endif()
 
 function(kiln_configure_nccl target)
   if(KILN_WITH_NCCL)
+    # process_group_nccl.cpp also calls the CUDA runtime: CUDA::cudart brings its headers, which
+    # sit beside nccl.h only when NCCL is the toolkit's, not a wheel's (KILN_NCCL_ROOT).
     target_include_directories(${target} PRIVATE ${KILN_NCCL_INCLUDE})
-    target_link_libraries(${target} PRIVATE ${KILN_NCCL_LIBRARY})
+    target_link_libraries(${target} PRIVATE ${KILN_NCCL_LIBRARY} CUDA::cudart)
   endif()
 endfunction()

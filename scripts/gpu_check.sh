@@ -166,7 +166,7 @@ timings+=("| Configure | $configure_s |")
 section "Build"
 cpu_mark
 cpu_before=$(cpu_read)
-if [ "$configured" -eq 0 ] && timeout "$(limit 100000)" cmake --build "$build" --parallel "$jobs" >>"$log" 2>&1; then
+if [ "$configured" -eq 0 ] && timeout "$(limit 100000)" cmake --build "$build" --parallel "$jobs" -- -k 0 >>"$log" 2>&1; then
   cpu_mark
   echo "Built with CUDA on $jobs cores: $(($(date +%s) - current_start)) s, $(($(cpu_read) - cpu_before)) CPU seconds." >>"$report"
   # What the dynamic loader resolves for the test programs, with this script's LD_LIBRARY_PATH: a
@@ -177,7 +177,9 @@ if [ "$configured" -eq 0 ] && timeout "$(limit 100000)" cmake --build "$build" -
     echo '```'; } >>"$report"
 else
   echo "**configure or build failed** (last lines of the log):" >>"$report"
-  { echo '```'; grep -v '^\[' "$log" | tail -40; echo '```'; } >>"$report"
+  # -k 0 built everything it could: each failed file and its first errors, then the log's end.
+  { echo '```'; grep -E '^FAILED: |error' "$log" | head -40; echo '...'; grep -v '^\[' "$log" | tail -15
+    echo '```'; } >>"$report"
   end_section
   cat "$report"
   [ -n "${OUT:-}" ] && tar -czf "$OUT/gpu-logs.tar.gz" -C "$logs" .
