@@ -203,8 +203,6 @@ void index_add_kernel(const Tensor& out, std::int64_t dim, const Tensor& index, 
   const Tensor src = ops::contiguous(source), idx = ops::contiguous(index);
   DenseOut o(out, true);
   const DimSplit a = split_at_dim(o.tensor().sizes(), dim);
-  KILN_CHECK_NOT_IMPLEMENTED(is_floating_point(out.dtype()) || out.dtype() == kInt64 || out.dtype() == kInt32,
-                             "\"index_add_cuda_\" not implemented for '", scalar_type_name(out.dtype()), "'");
   require(launch_index_add(out.dtype(), o.data(), cdata(src), idata(idx), a.outer, a.size, idx.numel(), a.inner,
                            on.stream()),
           "index_add", out.dtype());
@@ -226,9 +224,6 @@ void gather_kernel(const Tensor& out, const Tensor& in, std::int64_t dim, const 
 void scatter_kernel(const Tensor& out, std::int64_t dim, const Tensor& index, const Tensor& src, bool accumulate) {
   if (index.numel() == 0) return;
   OnDevice on(out);
-  KILN_CHECK_NOT_IMPLEMENTED(!accumulate || is_floating_point(out.dtype()) || out.dtype() == kInt64 ||
-                                 out.dtype() == kInt32,
-                             "\"scatter_add_cuda_\" not implemented for '", scalar_type_name(out.dtype()), "'");
   const Tensor idx = ops::contiguous(index), source = ops::contiguous(narrowed_to(src, index, dim));
   DenseOut o(narrowed_to(out, index, dim), true);
   const DimSplit a = split_at_dim(idx.sizes(), dim);
