@@ -132,8 +132,11 @@ Tensor scatter(const Tensor& self, std::int64_t dim, const Tensor& index, const 
   check_index_dtype(accumulate ? "scatter_add" : "scatter", index);
   const char* op = accumulate ? "scatter_add" : "scatter";
   const std::int64_t d = wrap_dim(dim, self.dim());
-  const Tensor source = src.dim() == 0 ? expand(to_dtype(src, self.dtype()), index.sizes())
-                                       : to_dtype(src, self.dtype());
+  // A 0-dim src (scatter's value, a wrapped number) may sit on the CPU beside a CUDA self: the
+  // kernel reads it as an expanded tensor, so it moves to self's device first.
+  const Tensor source = src.dim() == 0
+                            ? expand(to_device(to_dtype(src, self.dtype()), self.device(), false), index.sizes())
+                            : to_dtype(src, self.dtype());
   KILN_CHECK(source.dim() == index.dim(), op,
              "(): Index tensor must have the same number of dimensions as src tensor");
   check_index_shape(op, self, d, index, &source);
