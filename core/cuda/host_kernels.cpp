@@ -71,22 +71,45 @@ void reduce(const Tensor& out, const Tensor& in, IntArrayRef dims, double diviso
   r.in = static_cast<const char*>(in.numel() == 0 ? nullptr : in.raw_data_ptr());
   r.outputs = out.numel();
   r.inner = 1;
+  // A dim merges into the one before it of its kind when that one steps over it exactly, so
+  // a contiguous tensor's full sum walks one dim and the kernels divide less per element.
   for (std::int64_t d = 0; d < in.dim(); ++d) {
     const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (in.sizes()[d] == 1) continue;
+    const std::int64_t size = in.sizes()[d], stride = in.strides()[d];
+    if (size == 1) continue;
     if (reduced) {
-      KILN_CHECK(r.inner_dims < kMaxDims, "CUDA reductions support at most ", kMaxDims, " reduced dims");
-      r.inner_sizes[r.inner_dims] = in.sizes()[d];
-      r.inner_strides[r.inner_dims++] = in.strides()[d];
-      r.inner *= in.sizes()[d];
+      const int last = r.inner_dims - 1;
+      if (last >= 0 && r.inner_strides[last] == size * stride) {
+        r.inner_sizes[last] *= size;
+        r.inner_strides[last] = stride;
+      } else {
+        KILN_CHECK(r.inner_dims < kMaxDims, "CUDA reductions support at most ", kMaxDims, " reduced dims");
+        r.inner_sizes[r.inner_dims] = size;
+        r.inner_strides[r.inner_dims++] = stride;
+      }
+      r.inner *= size;
     } else {
-      KILN_CHECK(r.outer_dims < kMaxDims, "CUDA reductions support at most ", kMaxDims, " kept dims");
-      r.outer_sizes[r.outer_dims] = in.sizes()[d];
-      r.outer_in_strides[r.outer_dims] = in.strides()[d];
-      r.outer_out_strides[r.outer_dims++] = out.strides()[d];
+      const int last = r.outer_dims - 1;
+      const std::int64_t out_stride = out.strides()[d];
+      if (last >= 0 && r.outer_in_strides[last] == size * stride && r.outer_out_strides[last] == size * out_stride) {
+        r.outer_sizes[last] *= size;
+        r.outer_in_strides[last] = stride;
+        r.outer_out_strides[last] = out_stride;
+      } else {
+        KILN_CHECK(r.outer_dims < kMaxDims, "CUDA reductions support at most ", kMaxDims, " kept dims");
+        r.outer_sizes[r.outer_dims] = size;
+        r.outer_in_strides[r.outer_dims] = stride;
+        r.outer_out_strides[r.outer_dims++] = out_stride;
+      }
     }
   }
   if (in.numel() == 0) r.inner = 0;  // identity everywhere
+  r.parts = reduction_parts(r.outputs, r.inner);
+  Tensor partials;  // freed here, reused only after the stream has run the kernels reading it
+  if (r.parts > 1) {
+    partials = ops::empty_output({r.outputs * r.parts * 8}, DType::UInt8, out.device(), "reduction partials");
+    r.partials = partials.raw_data_ptr();
+  }
   require(launch_reduce(Op, in.dtype(), r, on.stream()), "reduce", in.dtype());
 }
 

@@ -1,7 +1,9 @@
 // core/cuda/reduce.cu — sum, prod, amax, amin over any set of dims, and argmax/argmin
 // along one dim, on the GPU. A reduction of many elements per output gives each output a
-// block (threads stride over the reduced elements, then a shared-memory tree); a reduction
-// of few elements per output gives each output a thread. Accumulation is in float for half
+// block (threads stride over the reduced elements, then a shared-memory tree), or several
+// blocks and a second pass when there are few outputs (Note [Reductions of few outputs over
+// many elements] in core/cuda/launch.h); a reduction of few elements per output gives each
+// output a thread. Accumulation is in float for half
 // types and float, double for double, int64 for integers; amax/amin let NaN win (PyTorch's
 // rule). A floating sum keeps a compensated (Kahan) sum in each thread, so a thread's long
 // strided walk adds no error that grows with its length, and the tree adds log2(block)
@@ -72,24 +74,26 @@ struct ThreadAccumulator {
   }
 };
 
+// The outermost dim needs no remainder: its coordinate is what the others leave.
 __device__ inline std::int64_t outer_offset(const Reduction& r, std::int64_t o, bool in) {
+  if (r.outer_dims == 0) return 0;
+  const std::int64_t* strides = in ? r.outer_in_strides : r.outer_out_strides;
   std::int64_t off = 0;
-  for (int d = r.outer_dims - 1; d >= 0; --d) {
-    const std::int64_t coord = o % r.outer_sizes[d];
+  for (int d = r.outer_dims - 1; d > 0; --d) {
+    off += (o % r.outer_sizes[d]) * strides[d];
     o /= r.outer_sizes[d];
-    off += coord * (in ? r.outer_in_strides[d] : r.outer_out_strides[d]);
   }
-  return off;
+  return off + o * strides[0];
 }
 
 __device__ inline std::int64_t inner_offset(const Reduction& r, std::int64_t j) {
+  if (r.inner_dims == 0) return 0;
   std::int64_t off = 0;
-  for (int d = r.inner_dims - 1; d >= 0; --d) {
-    const std::int64_t coord = j % r.inner_sizes[d];
+  for (int d = r.inner_dims - 1; d > 0; --d) {
+    off += (j % r.inner_sizes[d]) * r.inner_strides[d];
     j /= r.inner_sizes[d];
-    off += coord * r.inner_strides[d];
   }
-  return off;
+  return off + j * r.inner_strides[0];
 }
 
 /// The value written for an output: a floating sum divided by r.divisor (in double, so the
@@ -114,23 +118,62 @@ __global__ void reduce_thread_per_output(Reduction r) {
   }
 }
 
+/// Combines the block's per-thread values in a tree in shared memory; thread 0 gets the result.
+template <class A, class Op>
+__device__ A block_combine(A value, A* shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] = Op::combine(shared[threadIdx.x], shared[threadIdx.x + half]);
+    __syncthreads();
+  }
+  const A result = shared[0];
+  __syncthreads();  // before the next output's values overwrite shared
+  return result;
+}
+
 /// One block per output: strided partial results (compensated for sums), then a tree in
 /// shared memory.
 template <class T, class A, class Op>
 __global__ void reduce_block_per_output(Reduction r) {
-  __shared__ A partial[kBlockSize];
+  __shared__ A shared[kBlockSize];
   for (std::int64_t o = blockIdx.x; o < r.outputs; o += gridDim.x) {
     const T* in = reinterpret_cast<const T*>(r.in) + outer_offset(r, o, true);
     ThreadAccumulator<A, Op> acc;
     for (std::int64_t j = threadIdx.x; j < r.inner; j += blockDim.x) acc.add(convert<A>(in[inner_offset(r, j)]));
-    partial[threadIdx.x] = acc.value;
-    __syncthreads();
-    for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
-      if (threadIdx.x < half) partial[threadIdx.x] = Op::combine(partial[threadIdx.x], partial[threadIdx.x + half]);
-      __syncthreads();
+    const A value = block_combine<A, Op>(acc.value, shared);
+    if (threadIdx.x == 0) reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = result<T>(value, r);
+  }
+}
+
+/// The first of two passes: block b is part b % parts of output b / parts, and walks that
+/// output's elements in tiles of blockDim, every parts-th tile its own.
+template <class T, class A, class Op>
+__global__ void reduce_parts(Reduction r) {
+  __shared__ A shared[kBlockSize];
+  const std::int64_t blocks = r.outputs * r.parts, tile = blockDim.x;
+  for (std::int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+    const std::int64_t o = b / r.parts, part = b % r.parts;
+    const T* in = reinterpret_cast<const T*>(r.in) + outer_offset(r, o, true);
+    ThreadAccumulator<A, Op> acc;
+    for (std::int64_t j = part * tile + threadIdx.x; j < r.inner; j += r.parts * tile) {
+      acc.add(convert<A>(in[inner_offset(r, j)]));
     }
-    if (threadIdx.x == 0) reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = result<T>(partial[0], r);
-    __syncthreads();
+    const A value = block_combine<A, Op>(acc.value, shared);
+    if (threadIdx.x == 0) static_cast<A*>(r.partials)[b] = value;
+  }
+}
+
+/// The second pass: one block per output combines its parts in order.
+template <class T, class A, class Op>
+__global__ void reduce_partials(Reduction r) {
+  __shared__ A shared[kBlockSize];
+  for (std::int64_t o = blockIdx.x; o < r.outputs; o += gridDim.x) {
+    const A* parts = static_cast<const A*>(r.partials) + o * r.parts;
+    ThreadAccumulator<A, Op> acc;
+    for (std::int64_t j = threadIdx.x; j < r.parts; j += blockDim.x) acc.add(parts[j]);
+    const A value = block_combine<A, Op>(acc.value, shared);
+    if (threadIdx.x == 0) reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = result<T>(value, r);
   }
 }
 
@@ -139,6 +182,10 @@ void run_reduction(const Reduction& r, StreamHandle stream) {
   if (r.outputs == 0) return;
   if (r.inner < 64) {
     reduce_thread_per_output<T, A, Op><<<blocks_for(r.outputs), kBlockSize, 0, as_stream(stream)>>>(r);
+  } else if (r.parts > 1) {
+    static_assert(sizeof(A) <= 8, "Reduction::partials holds 8 bytes per part");
+    reduce_parts<T, A, Op><<<static_cast<unsigned int>(r.outputs * r.parts), kBlockSize, 0, as_stream(stream)>>>(r);
+    reduce_partials<T, A, Op><<<static_cast<unsigned int>(r.outputs), kBlockSize, 0, as_stream(stream)>>>(r);
   } else {
     const auto blocks = static_cast<unsigned int>(r.outputs < 65536 ? r.outputs : 65536);
     reduce_block_per_output<T, A, Op><<<blocks, kBlockSize, 0, as_stream(stream)>>>(r);

@@ -231,6 +231,32 @@ TEST_F(Cuda, OutOfMemoryIsAnErrorNotACrash) {
   EXPECT_EQ(cuda::memory_stats().num_ooms, ooms + 1);
 }
 
+// Few outputs over many elements run in two passes (Note [Reductions of few outputs over many
+// elements] in core/cuda/launch.h): the op table's small cases never get there.
+TEST_F(Cuda, LongReductionsOfFewOutputsMatchTheCpu) {
+  manual_seed(0);
+  const Tensor rows = randn({3, 70001}, dtype(kFloat64));  // 9 parts per output
+  const Tensor flat = randn({1 << 21}) + 1;                // 256 parts of one output
+  const Tensor ints = randint(-1000, 1000, {5, 40000});
+  const Tensor halves = randn({1 << 20}).to(kHalf);
+  for (const Tensor* t : {&rows, &flat, &ints, &halves}) {
+    const Tensor on_gpu = t->to(kCuda);
+    SCOPED_TRACE(dtype_name(t->dtype()));
+    const double tol = t->dtype() == kFloat64 ? 1e-12 : t->dtype() == kHalf ? 1e-2 : 1e-5;
+    EXPECT_TRUE(tensors_near(on_gpu.sum().to(kCPU), t->sum(), tol));
+    EXPECT_TRUE(tensors_near(on_gpu.amax({}).to(kCPU), t->amax({}), 0.0));
+    EXPECT_TRUE(tensors_near(on_gpu.amin({}).to(kCPU), t->amin({}), 0.0));
+    if (t->dim() == 2) {
+      EXPECT_TRUE(tensors_near(on_gpu.sum(1).to(kCPU), t->sum(1), tol));
+      // the reduced dim strided: each output's elements are columns of a [n, few] tensor
+      EXPECT_TRUE(tensors_near(on_gpu.t().contiguous().sum(0).to(kCPU), t->t().contiguous().sum(0), tol));
+    }
+    // The parts depend on the shape alone: the same sum twice is the same bits.
+    EXPECT_TRUE(tensors_near(on_gpu.sum().to(kCPU), on_gpu.sum().to(kCPU), 0.0));
+  }
+  EXPECT_TRUE(tensors_near(rows.to(kCuda).mean(1).to(kCPU), rows.mean(1), 1e-12));
+}
+
 TEST_F(Cuda, TrainingStepMatchesTheCpu) {
   manual_seed(0);
   nn::Linear cpu_layer(8, 4);
