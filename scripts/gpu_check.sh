@@ -190,7 +190,9 @@ section "Tests"
 tests_failed=0
 cpu_mark
 cpu_before=$(cpu_read)
-timeout "$(limit 420)" ctest --test-dir "$build" -j "$test_jobs" --timeout 300 >"$logs/ctest.log" 2>&1
+# --output-on-failure: a test that fails once and passes on the rerun below still leaves its
+# output (the first H200 run lost a train_ddp case's that way).
+timeout "$(limit 420)" ctest --test-dir "$build" -j "$test_jobs" --timeout 300 --output-on-failure >"$logs/ctest.log" 2>&1
 cpu_mark
 grep -E "tests passed|tests failed" "$logs/ctest.log" >>"$report" ||
   echo "**ctest did not finish** within the budget" >>"$report"
