@@ -25,11 +25,11 @@ cd "$(dirname "$0")/.."
 #   build uses: nvidia-cudnn-cu13 and nvidia-nccl-cu13 at the toolkit's versions, from PyPI, cached
 #   in wheels/. gpu_check.sh asks that python3 where cuDNN and NCCL are, as it will there.
 # - In a private mount namespace (root; nothing outside it sees a change), /usr gets a read-only
-#   overlay whose top layer holds whiteouts: the CUDA toolkit's own cuDNN and NCCL (library, headers,
-#   /usr/local/include's links to them), the Debian packages that .gpu-deps replaces (Eigen,
-#   GoogleTest/GMock, Google Benchmark, nlohmann-json, zlib's headers and link library, CLI11, the
-#   Fashion-MNIST files, the fortunes), oneDNN and Open MPI vanish for CMake, the compiler and the
-#   loader alike.
+#   overlay whose top layer holds whiteouts: the CUDA toolkit's own cuDNN and NCCL (library,
+#   headers), /usr/local/include (links to the toolkit's headers, which the GPU image lacks), the
+#   Debian packages that .gpu-deps replaces (Eigen, GoogleTest/GMock, Google Benchmark,
+#   nlohmann-json, zlib's headers and link library, CLI11, the Fashion-MNIST files, the fortunes),
+#   oneDNN and Open MPI vanish for CMake, the compiler and the loader alike.
 # What it cannot reproduce: the GPU image's own system (its glibc and gcc, Python 3.12) and its
 # /opt/torch/.venv path; the driver (there is none here, so nothing CUDA runs); the wheels of
 # other NVIDIA libraries PyTorch brings (only those the build looks for are installed); its CMake,
@@ -73,7 +73,11 @@ cuda=$(readlink -f /usr/local/cuda)
 hidden=(
   # the toolkit's cuDNN and NCCL: the GPU image has them only as wheels
   "$cuda"/lib/libcudnn* "$cuda"/lib/libnccl* "$cuda"/include/cudnn*.h "$cuda"/include/nccl.h
-  "$cuda"/include/nccl_device* /usr/local/include/cudnn*.h /usr/local/include/nccl*
+  "$cuda"/include/nccl_device*
+  # /usr/local/include, which here holds only links to the toolkit's headers: the GPU image has
+  # none, so a target that included cuda_runtime_api.h without linking CUDA::cudart built here
+  # and failed there (distributed/nccl, on the first H200 run)
+  /usr/local/include
   # Debian's packages that .gpu-deps replaces
   /usr/include/eigen3 /usr/share/eigen3 /usr/share/pkgconfig/eigen3.pc
   /usr/include/gtest /usr/include/gmock "$u"/cmake/GTest "$u"/libgtest* "$u"/libgmock*
