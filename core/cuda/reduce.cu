@@ -236,14 +236,82 @@ __global__ void arg_reduce_kernel(T* values, std::int64_t* indices, const T* in,
   }
 }
 
+/// A thread's or a block's candidate: the extreme so far and where it was.
+template <class M>
+struct ArgBest {
+  M value;
+  std::int64_t at;
+};
+
+/// The better of two candidates by the thread kernel's rule: a NaN beats any number, else the
+/// greater (argmax) or smaller value, and of two equals or two NaNs the earlier one.
+template <class M>
+__device__ ArgBest<M> better(const ArgBest<M>& a, const ArgBest<M>& b, bool is_max) {
+  const bool a_nan = device_is_nan(a.value), b_nan = device_is_nan(b.value);
+  if (a_nan || b_nan) {
+    if (a_nan && b_nan) return a.at <= b.at ? a : b;
+    return a_nan ? a : b;
+  }
+  if (is_max ? a.value > b.value : a.value < b.value) return a;
+  if (is_max ? b.value > a.value : b.value < a.value) return b;
+  return a.at <= b.at ? a : b;
+}
+
+/// One block per (outer, inner) position, for few positions along a long dim (a whole
+/// tensor's argmax walked by one thread took as long as the tensor is long): each thread walks
+/// every blockDim-th element, stopping at its first NaN, then a tree keeps the better half.
+template <class T>
+__global__ void arg_reduce_block_kernel(T* values, std::int64_t* indices, const T* in, std::int64_t outer,
+                                        std::int64_t size, std::int64_t inner, bool is_max) {
+  using M = DeviceOpMath<T>;
+  __shared__ M shared_value[kBlockSize];
+  __shared__ std::int64_t shared_at[kBlockSize];
+  for (std::int64_t p = blockIdx.x; p < outer * inner; p += gridDim.x) {
+    const std::int64_t o = p / inner, i = p % inner;
+    const T* line = in + o * size * inner + i;
+    ArgBest<M> best{convert<M>(line[0]), 0};
+    if (threadIdx.x < size) best = {convert<M>(line[threadIdx.x * inner]), threadIdx.x};
+    for (std::int64_t k = threadIdx.x + blockDim.x; k < size && !device_is_nan(best.value); k += blockDim.x) {
+      best = better(best, ArgBest<M>{convert<M>(line[k * inner]), k}, is_max);
+    }
+    shared_value[threadIdx.x] = best.value;
+    shared_at[threadIdx.x] = best.at;
+    __syncthreads();
+    for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) {
+        const ArgBest<M> kept = better(ArgBest<M>{shared_value[threadIdx.x], shared_at[threadIdx.x]},
+                                       ArgBest<M>{shared_value[threadIdx.x + half], shared_at[threadIdx.x + half]},
+                                       is_max);
+        shared_value[threadIdx.x] = kept.value;
+        shared_at[threadIdx.x] = kept.at;
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      values[p] = convert<T>(shared_value[0]);
+      indices[p] = shared_at[0];
+    }
+    __syncthreads();
+  }
+}
+
 }  // namespace
 
 bool launch_arg_reduce(DType dtype, char* values, std::int64_t* indices, const char* in, std::int64_t outer,
                        std::int64_t size, std::int64_t inner, bool is_max, StreamHandle stream) {
   if (outer * inner == 0 || size == 0) return true;
   return dispatch<NumericTypes>(dtype, [&]<typename T>() {
-    arg_reduce_kernel<T><<<blocks_for(outer * inner), kBlockSize, 0, as_stream(stream)>>>(
-        reinterpret_cast<T*>(values), indices, reinterpret_cast<const T*>(in), outer, size, inner, is_max);
+    // A block per position when there are few positions along a long dim, or when the dim is
+    // the innermost one (a thread per position would read a row each, none of them coalesced).
+    const std::int64_t positions = outer * inner;
+    if (size >= 4 * kBlockSize && (inner == 1 || positions < 2048)) {
+      const auto blocks = static_cast<unsigned int>(positions < 65536 ? positions : 65536);
+      arg_reduce_block_kernel<T><<<blocks, kBlockSize, 0, as_stream(stream)>>>(
+          reinterpret_cast<T*>(values), indices, reinterpret_cast<const T*>(in), outer, size, inner, is_max);
+    } else {
+      arg_reduce_kernel<T><<<blocks_for(positions), kBlockSize, 0, as_stream(stream)>>>(
+          reinterpret_cast<T*>(values), indices, reinterpret_cast<const T*>(in), outer, size, inner, is_max);
+    }
     check_launch("arg_reduce_cuda");
   });
 }

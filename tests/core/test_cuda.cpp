@@ -4,6 +4,7 @@
 // on CUDA against the CPU result for the same inputs (per-dtype tolerances), gradcheck in
 // Float64 on CUDA, streams and events, copies (blocking, non_blocking from pinned memory,
 // between devices), device-mismatch errors, and allocator invariants after every test.
+#include <limits>
 #include <thread>
 
 #include "support/op_table.h"
@@ -255,6 +256,30 @@ TEST_F(Cuda, LongReductionsOfFewOutputsMatchTheCpu) {
     EXPECT_TRUE(tensors_near(on_gpu.sum().to(kCPU), on_gpu.sum().to(kCPU), 0.0));
   }
   EXPECT_TRUE(tensors_near(rows.to(kCuda).mean(1).to(kCPU), rows.mean(1), 1e-12));
+}
+
+// Few positions along a long dim take a block each (arg_reduce_block_kernel): the first of two
+// equal extremes wins, and the first NaN wins for good, as on the CPU.
+TEST_F(Cuda, LongArgReductionsMatchTheCpu) {
+  manual_seed(0);
+  Tensor flat = randn({1 << 20});
+  flat.narrow(0, 1000, 1).fill_(10.0);
+  flat.narrow(0, 700000, 1).fill_(10.0);
+  flat.narrow(0, 3000, 1).fill_(-10.0);
+  flat.narrow(0, 800000, 1).fill_(-10.0);
+  Tensor with_nan = flat.clone();
+  with_nan.narrow(0, 500000, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+  with_nan.narrow(0, 900000, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(flat.to(kCuda).argmax().item<std::int64_t>(), 1000);
+  EXPECT_EQ(flat.to(kCuda).argmin().item<std::int64_t>(), 3000);
+  EXPECT_EQ(with_nan.to(kCuda).argmax().item<std::int64_t>(), 500000);
+  EXPECT_EQ(with_nan.to(kCuda).argmin().item<std::int64_t>(), 500000);
+  const Tensor rows = flat.view({4, 1 << 18});  // the innermost dim: a block per row
+  const Tensor columns = rows.t().contiguous();  // [1 << 18, 4] along dim 0: 4 positions
+  EXPECT_TRUE(tensors_near(rows.to(kCuda).argmax(1).to(kCPU), rows.argmax(1), 0.0));
+  EXPECT_TRUE(tensors_near(rows.to(kCuda).argmin(1).to(kCPU), rows.argmin(1), 0.0));
+  EXPECT_TRUE(tensors_near(columns.to(kCuda).argmax(0).to(kCPU), columns.argmax(0), 0.0));
+  EXPECT_TRUE(tensors_near(columns.to(kCuda).argmin(0).to(kCPU), columns.argmin(0), 0.0));
 }
 
 TEST_F(Cuda, TrainingStepMatchesTheCpu) {
