@@ -61,6 +61,25 @@ std::array<BinaryKernel, sizeof...(I)> binary_table(std::index_sequence<I...>) {
   return {&binary<static_cast<BinaryOp>(I)>...};
 }
 
+/// Appends a dim to one side of a Reduction (its sizes, and one stride array per tensor that
+/// walks it), merged into the side's last dim when that one steps over it exactly in every
+/// array: a contiguous tensor's full sum walks one dim, and the kernels divide less per element.
+template <std::size_t N>
+void append_dim(std::int64_t* sizes, const std::array<std::int64_t*, N>& strides, int& count, std::int64_t size,
+                const std::array<std::int64_t, N>& steps, const char* kind) {
+  bool merges = count > 0;
+  for (std::size_t k = 0; k < N && merges; ++k) merges = strides[k][count - 1] == size * steps[k];
+  const int at = merges ? count - 1 : count;
+  if (merges) {
+    sizes[at] *= size;
+  } else {
+    KILN_CHECK(count < kMaxDims, "CUDA reductions support at most ", kMaxDims, " ", kind, " dims");
+    sizes[at] = size;
+    ++count;
+  }
+  for (std::size_t k = 0; k < N; ++k) strides[k][at] = steps[k];
+}
+
 template <ReduceOp Op>
 void reduce(const Tensor& out, const Tensor& in, IntArrayRef dims, double divisor) {
   if (out.numel() == 0) return;
@@ -71,36 +90,16 @@ void reduce(const Tensor& out, const Tensor& in, IntArrayRef dims, double diviso
   r.in = static_cast<const char*>(in.numel() == 0 ? nullptr : in.raw_data_ptr());
   r.outputs = out.numel();
   r.inner = 1;
-  // A dim merges into the one before it of its kind when that one steps over it exactly, so
-  // a contiguous tensor's full sum walks one dim and the kernels divide less per element.
   for (std::int64_t d = 0; d < in.dim(); ++d) {
     const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
     const std::int64_t size = in.sizes()[d], stride = in.strides()[d];
     if (size == 1) continue;
     if (reduced) {
-      const int last = r.inner_dims - 1;
-      if (last >= 0 && r.inner_strides[last] == size * stride) {
-        r.inner_sizes[last] *= size;
-        r.inner_strides[last] = stride;
-      } else {
-        KILN_CHECK(r.inner_dims < kMaxDims, "CUDA reductions support at most ", kMaxDims, " reduced dims");
-        r.inner_sizes[r.inner_dims] = size;
-        r.inner_strides[r.inner_dims++] = stride;
-      }
+      append_dim<1>(r.inner_sizes, {r.inner_strides}, r.inner_dims, size, {stride}, "reduced");
       r.inner *= size;
     } else {
-      const int last = r.outer_dims - 1;
-      const std::int64_t out_stride = out.strides()[d];
-      if (last >= 0 && r.outer_in_strides[last] == size * stride && r.outer_out_strides[last] == size * out_stride) {
-        r.outer_sizes[last] *= size;
-        r.outer_in_strides[last] = stride;
-        r.outer_out_strides[last] = out_stride;
-      } else {
-        KILN_CHECK(r.outer_dims < kMaxDims, "CUDA reductions support at most ", kMaxDims, " kept dims");
-        r.outer_sizes[r.outer_dims] = size;
-        r.outer_in_strides[r.outer_dims] = stride;
-        r.outer_out_strides[r.outer_dims++] = out_stride;
-      }
+      append_dim<2>(r.outer_sizes, {r.outer_in_strides, r.outer_out_strides}, r.outer_dims, size,
+                    {stride, out.strides()[d]}, "kept");
     }
   }
   if (in.numel() == 0) r.inner = 0;  // identity everywhere
