@@ -118,13 +118,14 @@ __global__ void reduce_thread_per_output(Reduction r) {
   }
 }
 
-/// Combines the block's per-thread values in a tree in shared memory; thread 0 gets the result.
-template <class A, class Op>
-__device__ A block_combine(A value, A* shared) {
+/// Combines the block's per-thread values in a tree in shared memory with `combine`; every
+/// thread gets the result.
+template <class A, class Combine>
+__device__ A block_combine(A value, A* shared, Combine combine) {
   shared[threadIdx.x] = value;
   __syncthreads();
   for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] = Op::combine(shared[threadIdx.x], shared[threadIdx.x + half]);
+    if (threadIdx.x < half) shared[threadIdx.x] = combine(shared[threadIdx.x], shared[threadIdx.x + half]);
     __syncthreads();
   }
   const A result = shared[0];
@@ -132,24 +133,12 @@ __device__ A block_combine(A value, A* shared) {
   return result;
 }
 
-/// One block per output: strided partial results (compensated for sums), then a tree in
-/// shared memory.
+/// Block b is part b % parts of output b / parts and walks that output's elements in tiles of
+/// blockDim, every parts-th tile its own (strided partial results, compensated for sums, then a
+/// tree). With one part it writes the output; with more it writes its partial for the second
+/// pass (Note [Reductions of few outputs over many elements]).
 template <class T, class A, class Op>
-__global__ void reduce_block_per_output(Reduction r) {
-  __shared__ A shared[kBlockSize];
-  for (std::int64_t o = blockIdx.x; o < r.outputs; o += gridDim.x) {
-    const T* in = reinterpret_cast<const T*>(r.in) + outer_offset(r, o, true);
-    ThreadAccumulator<A, Op> acc;
-    for (std::int64_t j = threadIdx.x; j < r.inner; j += blockDim.x) acc.add(convert<A>(in[inner_offset(r, j)]));
-    const A value = block_combine<A, Op>(acc.value, shared);
-    if (threadIdx.x == 0) reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = result<T>(value, r);
-  }
-}
-
-/// The first of two passes: block b is part b % parts of output b / parts, and walks that
-/// output's elements in tiles of blockDim, every parts-th tile its own.
-template <class T, class A, class Op>
-__global__ void reduce_parts(Reduction r) {
+__global__ void reduce_blocks(Reduction r) {
   __shared__ A shared[kBlockSize];
   const std::int64_t blocks = r.outputs * r.parts, tile = blockDim.x;
   for (std::int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
@@ -159,8 +148,10 @@ __global__ void reduce_parts(Reduction r) {
     for (std::int64_t j = part * tile + threadIdx.x; j < r.inner; j += r.parts * tile) {
       acc.add(convert<A>(in[inner_offset(r, j)]));
     }
-    const A value = block_combine<A, Op>(acc.value, shared);
-    if (threadIdx.x == 0) static_cast<A*>(r.partials)[b] = value;
+    const A value = block_combine(acc.value, shared, [](A a, A b) { return Op::combine(a, b); });
+    if (threadIdx.x != 0) continue;
+    if (r.parts == 1) reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = result<T>(value, r);
+    else static_cast<A*>(r.partials)[b] = value;
   }
 }
 
@@ -172,7 +163,7 @@ __global__ void reduce_partials(Reduction r) {
     const A* parts = static_cast<const A*>(r.partials) + o * r.parts;
     ThreadAccumulator<A, Op> acc;
     for (std::int64_t j = threadIdx.x; j < r.parts; j += blockDim.x) acc.add(parts[j]);
-    const A value = block_combine<A, Op>(acc.value, shared);
+    const A value = block_combine(acc.value, shared, [](A a, A b) { return Op::combine(a, b); });
     if (threadIdx.x == 0) reinterpret_cast<T*>(r.out)[outer_offset(r, o, false)] = result<T>(value, r);
   }
 }
@@ -182,13 +173,14 @@ void run_reduction(const Reduction& r, StreamHandle stream) {
   if (r.outputs == 0) return;
   if (r.inner < 64) {
     reduce_thread_per_output<T, A, Op><<<blocks_for(r.outputs), kBlockSize, 0, as_stream(stream)>>>(r);
-  } else if (r.parts > 1) {
-    static_assert(sizeof(A) <= 8, "Reduction::partials holds 8 bytes per part");
-    reduce_parts<T, A, Op><<<static_cast<unsigned int>(r.outputs * r.parts), kBlockSize, 0, as_stream(stream)>>>(r);
-    reduce_partials<T, A, Op><<<static_cast<unsigned int>(r.outputs), kBlockSize, 0, as_stream(stream)>>>(r);
   } else {
-    const auto blocks = static_cast<unsigned int>(r.outputs < 65536 ? r.outputs : 65536);
-    reduce_block_per_output<T, A, Op><<<blocks, kBlockSize, 0, as_stream(stream)>>>(r);
+    static_assert(sizeof(A) <= 8, "Reduction::partials holds 8 bytes per part");
+    const std::int64_t blocks = r.outputs * r.parts;  // parts > 1: at most kReducePartials
+    reduce_blocks<T, A, Op><<<static_cast<unsigned int>(blocks < 65536 ? blocks : 65536), kBlockSize, 0,
+                              as_stream(stream)>>>(r);
+    if (r.parts > 1) {
+      reduce_partials<T, A, Op><<<static_cast<unsigned int>(r.outputs), kBlockSize, 0, as_stream(stream)>>>(r);
+    }
   }
   check_launch("reduce_cuda");
 }
@@ -264,34 +256,21 @@ template <class T>
 __global__ void arg_reduce_block_kernel(T* values, std::int64_t* indices, const T* in, std::int64_t outer,
                                         std::int64_t size, std::int64_t inner, bool is_max) {
   using M = DeviceOpMath<T>;
-  __shared__ M shared_value[kBlockSize];
-  __shared__ std::int64_t shared_at[kBlockSize];
+  __shared__ ArgBest<M> shared[kBlockSize];
+  const auto keep_better = [is_max](const ArgBest<M>& a, const ArgBest<M>& b) { return better(a, b, is_max); };
   for (std::int64_t p = blockIdx.x; p < outer * inner; p += gridDim.x) {
     const std::int64_t o = p / inner, i = p % inner;
     const T* line = in + o * size * inner + i;
-    ArgBest<M> best{convert<M>(line[0]), 0};
-    if (threadIdx.x < size) best = {convert<M>(line[threadIdx.x * inner]), threadIdx.x};
+    // The launcher gives this kernel only dims of at least 4 * blockDim elements.
+    ArgBest<M> best{convert<M>(line[threadIdx.x * inner]), threadIdx.x};
     for (std::int64_t k = threadIdx.x + blockDim.x; k < size && !device_is_nan(best.value); k += blockDim.x) {
       best = better(best, ArgBest<M>{convert<M>(line[k * inner]), k}, is_max);
     }
-    shared_value[threadIdx.x] = best.value;
-    shared_at[threadIdx.x] = best.at;
-    __syncthreads();
-    for (unsigned int half = blockDim.x / 2; half > 0; half /= 2) {
-      if (threadIdx.x < half) {
-        const ArgBest<M> kept = better(ArgBest<M>{shared_value[threadIdx.x], shared_at[threadIdx.x]},
-                                       ArgBest<M>{shared_value[threadIdx.x + half], shared_at[threadIdx.x + half]},
-                                       is_max);
-        shared_value[threadIdx.x] = kept.value;
-        shared_at[threadIdx.x] = kept.at;
-      }
-      __syncthreads();
-    }
+    const ArgBest<M> kept = block_combine(best, shared, keep_better);
     if (threadIdx.x == 0) {
-      values[p] = convert<T>(shared_value[0]);
-      indices[p] = shared_at[0];
+      values[p] = convert<T>(kept.value);
+      indices[p] = kept.at;
     }
-    __syncthreads();
   }
 }
 
