@@ -1,8 +1,8 @@
 // core/cuda/blas.cpp — batched matrix multiply through cuBLAS: cublasGemmStridedBatchedEx on
-// the current stream (cublasGemmEx for a batch of one), Float16/BFloat16 inputs accumulating in Float32 on tensor cores, Float32
-// in full precision unless allow_tf32 is set, Float64 in double. Kiln's row-major product
-// C = A B is cuBLAS's column-major C^T = B^T A^T, so the operands swap places and nothing is
-// copied unless a layout has no unit stride.
+// the current stream (cublasGemmEx for a batch of one), Float16/BFloat16 inputs accumulating in
+// Float32 on tensor cores, Float32 in full precision unless allow_tf32 is set, Float64 in double.
+// Kiln's row-major product C = A B is cuBLAS's column-major C^T = B^T A^T, so the operands swap
+// places and nothing is copied unless a layout has no unit stride.
 // Read next: core/cuda/register.cpp.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
