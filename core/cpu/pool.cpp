@@ -276,49 +276,77 @@ void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::i
   }
 }
 
+// Note [A run of windows stored a plane at a time]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A block holds B channels side by side, the pooled values and records B planes apart, so a
+// window pooled with all its lanes at once has one element for each of B planes. Stored a
+// window at a time, that is B scattered stores per window, and the four taps, reached through
+// a pointer array indexed by the tap, became gathers: conv2's pool in train_cnn took 4x a
+// memcpy of its input on a Zen 4 (AVX-512), 10x in BFloat16. The 2x2 kernels below pool a run
+// of windows into a small buffer, a window to a row, each tap one call over contiguous lanes,
+// and then store each lane's run of windows to its plane in one go; the unpool reads its
+// gradients and records the same way and writes each window's four cells whole. The rule, the
+// taps' order and each sum are the ones above (tests/core/test_pool.cpp,
+// tests/compile/test_pool_records.cpp), and BM_MaxPool2dReluChannelBlockedConv2Output and its
+// backward measure them beside the memcpy.
+
 /// pool_channel_block for a 2x2 pool of stride 2 whose windows are all whole
 /// (pools_whole_2x2_windows): the same rule over the same four taps in the same order, written
-/// out with no span bookkeeping, as the windows of conv2's output in train_cnn are.
+/// out with no span bookkeeping, as the windows of conv2's output in train_cnn are, and stored
+/// a run of windows at a time (Note [A run of windows stored a plane at a time]).
 template <int B, bool Relu, class T>
 void pool_channel_block_2x2(const T* block, T* values, std::int64_t* indices, std::uint8_t* records,
                             std::int64_t lanes, std::int64_t out_h, std::int64_t out_w, std::int64_t width,
                             const ChannelBlockedLayout& layout) {
   using M = OpMath<T>;
+  constexpr std::int64_t kRun = 64;  // windows per run: a plane of conv2's 7x7 output in one
   const std::int64_t plane_out = out_h * out_w;
   auto read = [](T v) {
     const M m = to_op_math(v);
     if constexpr (Relu) return select(m < M(0), M(0), m);
     return m;
   };
-  std::int64_t o = 0;
-  for (std::int64_t py = 0; py < out_h; ++py) {
-    for (std::int64_t px = 0; px < out_w; ++px, ++o) {
+  T run_values[kRun][B];
+  std::int32_t run_records[kRun][B];  // pool_record in int lanes: the winning tap, relu's verdict
+  for (std::int64_t first = 0; first < plane_out; first += kRun) {
+    const std::int64_t count = std::min(kRun, plane_out - first);
+    for (std::int64_t i = 0, o = first; i < count; ++i, ++o) {
+      const std::int64_t py = o / out_w, px = o % out_w;
       const T* top = block + block_offset(layout, 2 * py, 2 * px);
       const T* bottom = top + layout.stride_h;
-      const T* taps[4] = {top, top + layout.stride_w, bottom, bottom + layout.stride_w};  // pool_plane's order
       M best[B];
       std::int32_t at[B];  // the winning tap: its row in bit 1, its column in bit 0
       for (int l = 0; l < B; ++l) {
-        best[l] = read(taps[0][l]);
+        best[l] = read(top[l]);
         at[l] = 0;
       }
-      for (std::int32_t t = 1; t < 4; ++t) {
+      // One call per tap, in pool_plane's order, each a B-lane step over contiguous lanes.
+      const auto tap = [&](const T* lanes_at, std::int32_t t) {
         for (int l = 0; l < B; ++l) {
-          const M val = read(taps[t][l]);
+          const M val = read(lanes_at[l]);
           const bool take = !(val <= best[l]) & (best[l] == best[l]);  // the rule in pool_plane
           best[l] = select(take, val, best[l]);
           at[l] = select(take, t, at[l]);
         }
-      }
-      for (std::int64_t l = 0; l < lanes; ++l) values[l * plane_out + o] = from_op_math<T>(best[l]);
+      };
+      tap(top + layout.stride_w, 1);
+      tap(bottom, 2);
+      tap(bottom + layout.stride_w, 3);
+      // best is a value as read (or relu's +0), so storing it rounds nothing but a NaN's
+      // payload, and relu's verdict on it is the verdict on the stored value.
+      for (int l = 0; l < B; ++l) run_values[i][l] = from_op_math<T>(best[l]);
+      for (int l = 0; l < B; ++l) run_records[i][l] = pool_record<std::int32_t>(at[l] >> 1, at[l] & 1, !(best[l] <= 0));
+    }
+    for (std::int64_t l = 0; l < lanes; ++l) {
+      T* lane_values = values + l * plane_out + first;
+      for (std::int64_t i = 0; i < count; ++i) lane_values[i] = run_values[i][l];
       if (records != nullptr) {
-        for (std::int64_t l = 0; l < lanes; ++l) {
-          records[l * plane_out + o] =
-              pool_record(at[l] >> 1, at[l] & 1, !(to_op_math(values[l * plane_out + o]) <= 0));
-        }
+        std::uint8_t* lane_records = records + l * plane_out + first;
+        for (std::int64_t i = 0; i < count; ++i) lane_records[i] = static_cast<std::uint8_t>(run_records[i][l]);
       } else {
-        for (std::int64_t l = 0; l < lanes; ++l) {
-          indices[l * plane_out + o] = pool_record_winner(static_cast<std::uint8_t>(at[l]), py, px, width);
+        std::int64_t* lane_indices = indices + l * plane_out + first;
+        for (std::int64_t i = 0, o = first; i < count; ++i, ++o) {
+          lane_indices[i] = pool_record_winner(static_cast<std::uint8_t>(run_records[i][l]), o / out_w, o % out_w, width);
         }
       }
     }
@@ -366,6 +394,54 @@ void unpool_channel_block(T* block, const T* grad, const T* values, const std::i
       const std::int64_t at = winner[o];
       KILN_CHECK_INDEX(at >= 0 && at < plane_in, msg::index_out_of_bounds(at, 1, plane_in));
       add(o, at, value == nullptr || !(to_op_math(value[o]) <= 0));
+    }
+  }
+}
+
+/// unpool_channel_block for records of a 2x2, stride-2 pool of whole windows into a dense block
+/// (Note [A run of windows stored a plane at a time]): the windows tile the plane
+/// without overlap, so each cell takes at most one window's gradient and is written once, as
+/// +0 plus that gradient or plus +0, the sum the zero fill and the add made. A run of windows'
+/// gradients and records is read a plane at a time into small buffers, then each window's four
+/// cells are written with all their lanes at once; the lanes past `lanes` (a padded last block)
+/// get +0, as the fill gave them.
+template <int B, class T>
+void unpool_channel_block_2x2(T* block, const T* grad, const std::uint8_t* records, std::int64_t lanes,
+                              std::int64_t height, std::int64_t width, std::int64_t out_h, std::int64_t out_w) {
+  using M = OpMath<T>;
+  constexpr std::int64_t kRun = 64;
+  const std::int64_t plane_out = out_h * out_w;
+  // The last row and column of an odd plane are in no window.
+  for (std::int64_t y = 2 * out_h; y < height; ++y) std::fill_n(block + y * width * B, width * B, T(0));
+  for (std::int64_t y = 0; y < 2 * out_h && 2 * out_w < width; ++y) {
+    std::fill_n(block + (y * width + 2 * out_w) * B, (width - 2 * out_w) * B, T(0));
+  }
+  M run_grad[kRun][B];
+  std::int32_t run_records[kRun][B];
+  for (std::int64_t first = 0; first < plane_out; first += kRun) {
+    const std::int64_t count = std::min(kRun, plane_out - first);
+    for (std::int64_t l = 0; l < B; ++l) {
+      const bool real = l < lanes;
+      for (std::int64_t i = 0; i < count; ++i) {
+        run_grad[i][l] = real ? to_op_math(grad[l * plane_out + first + i]) : M(0);
+        run_records[i][l] = real ? records[l * plane_out + first + i] : 0;
+      }
+    }
+    for (std::int64_t i = 0, o = first; i < count; ++i, ++o) {
+      const std::int64_t py = o / out_w, px = o % out_w;
+      // One call per cell (a pointer array indexed by the tap made compilers scatter).
+      const auto cell = [&](T* lanes_at, std::int32_t tap) {
+        for (int l = 0; l < B; ++l) {
+          const std::int32_t record = run_records[i][l];
+          const bool adds = ((record & 3) == tap) & pool_record_passes(record);  // bits 0-1: the tap
+          lanes_at[l] = from_op_math<T>(M(0) + select(adds, run_grad[i][l], M(0)));
+        }
+      };
+      T* top = block + (2 * py * width + 2 * px) * B;
+      cell(top, 0);
+      cell(top + B, 1);
+      cell(top + width * B, 2);
+      cell(top + (width + 1) * B, 3);
     }
   }
 }
@@ -441,10 +517,17 @@ void max_pool2d_backward_relu_channel_blocked_kernel(const Tensor& grad_input, c
     const T* v = values.defined() && !records ? values.data_ptr<T>() : nullptr;
     const std::int64_t* idx = records ? nullptr : indices.data_ptr<std::int64_t>();
     const std::uint8_t* rec = records ? indices.data_ptr<std::uint8_t>() : nullptr;
+    const bool whole_2x2_into_dense = records && pools_whole_2x2_windows(g) &&
+                                      layout.stride_w == layout.block && layout.stride_h == g.width * layout.block;
     with_block_width(layout.block, [&]<int B>() {
       for_each_channel_block(images, channels, B, g.height * g.width,
                              [&](std::int64_t n, std::int64_t cb, std::int64_t lanes) {
                                const std::int64_t plane = (n * channels + cb * B) * plane_out;
+                               if (whole_2x2_into_dense) {
+                                 return unpool_channel_block_2x2<B, T>(gi + n * layout.stride_n + cb * layout.stride_block,
+                                                                       go + plane, rec + plane, lanes, g.height,
+                                                                       g.width, g.out_h, g.out_w);
+                               }
                                unpool_channel_block<B, T>(gi + n * layout.stride_n + cb * layout.stride_block,
                                                           go + plane, v != nullptr ? v + plane : nullptr,
                                                           idx != nullptr ? idx + plane : nullptr,

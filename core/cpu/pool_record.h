@@ -51,7 +51,12 @@ inline std::int64_t pool_record_winner(std::uint8_t record, std::int64_t py, std
   return (2 * py + (record >> 1 & 1)) * width + 2 * px + (record & 1);
 }
 
-inline bool pool_record_passes(std::uint8_t record) { return (record & 4) != 0; }
+/// Whether relu's backward lets the window's gradient through (a record in `Bits`, as pool_record
+/// makes it).
+template <class Bits = std::uint8_t>
+bool pool_record_passes(Bits record) {
+  return (record & Bits{4}) != 0;
+}
 
 /// Records [N, C, oh, ow] for max_pool2d's `indices` into planes `width` wide and its `values`.
 void pool_records_from_indices(const Tensor& records, const Tensor& indices, const Tensor& values,

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../../examples/support/models.h"
+#include "core/cpu/cpu_kernels.h"
 #include "core/ops/conv.h"
 #include "kiln.h"
 #include "step_flops.h"
@@ -245,6 +246,51 @@ void BM_MaxPool2dBackwardConv1Activation(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * x.numel() * 4));
 }
 BENCHMARK(BM_MaxPool2dBackwardConv1Activation)->ArgName("composite")->Arg(0)->Arg(1)->UseRealTime();
+
+// conv2's output in oneDNN's nChw16c blocks, relu'd and pooled 2x2 into NCHW with a byte per
+// window (what a compiled CNN step's fused conv2d.forward_relu_max_pool does after the
+// convolution), beside a memcpy of the same bytes; dtype:0 Float32, dtype:1 BFloat16.
+void BM_MaxPool2dReluChannelBlockedConv2Output(benchmark::State& state) {
+  const DType dtype = state.range(0) == 0 ? kFloat32 : kBFloat16;
+  const std::int64_t n = 128, c = 64, h = 14, block = 16;
+  const Tensor blocked = randn({n, c / block, h, h, block}).to(dtype).view({-1});
+  const ChannelBlockedLayout layout{block, c * h * h, block * h * h, block * h, block, blocked.numel()};
+  const Im2ColGeometry g = ops::im2col_geometry({n, c, h, h}, {2, 2}, {1, 1}, {0, 0}, {2, 2});
+  const Tensor values = empty({n, c, g.out_h, g.out_w}, TensorOptions().dtype(dtype));
+  const Tensor records = empty(values.sizes(), TensorOptions().dtype(kUInt8));
+  for (auto _ : state) cpu::max_pool2d_channel_blocked_kernel(values, records, blocked, layout, g, /*relu=*/true);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * blocked.nbytes());
+}
+BENCHMARK(BM_MaxPool2dReluChannelBlockedConv2Output)->ArgName("dtype")->Arg(0)->Arg(1)->UseRealTime();
+
+// Its backward: the pooled gradient unpooled through the records into the blocked layout
+// conv2's backward primitives read (conv2d.backward_through_max_pool before them).
+void BM_MaxPool2dBackwardReluChannelBlockedConv2Output(benchmark::State& state) {
+  const DType dtype = state.range(0) == 0 ? kFloat32 : kBFloat16;
+  const std::int64_t n = 128, c = 64, h = 14, block = 16;
+  const Tensor blocked = randn({n, c / block, h, h, block}).to(dtype).view({-1});
+  const ChannelBlockedLayout layout{block, c * h * h, block * h * h, block * h, block, blocked.numel()};
+  const Im2ColGeometry g = ops::im2col_geometry({n, c, h, h}, {2, 2}, {1, 1}, {0, 0}, {2, 2});
+  const Tensor values = empty({n, c, g.out_h, g.out_w}, TensorOptions().dtype(dtype));
+  const Tensor records = empty(values.sizes(), TensorOptions().dtype(kUInt8));
+  cpu::max_pool2d_channel_blocked_kernel(values, records, blocked, layout, g, /*relu=*/true);
+  const Tensor grad_output = randn(values.sizes()).to(dtype), grad_input = empty_like(blocked);
+  for (auto _ : state) {
+    cpu::max_pool2d_backward_relu_channel_blocked_kernel(grad_input, layout, grad_output, records, Tensor(), g);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * grad_input.nbytes());
+}
+BENCHMARK(BM_MaxPool2dBackwardReluChannelBlockedConv2Output)->ArgName("dtype")->Arg(0)->Arg(1)->UseRealTime();
+
+void BM_MemcpyConv2Output(benchmark::State& state) {
+  std::vector<float> a(128 * 64 * 14 * 14, 1.0f), b(a.size());
+  for (auto _ : state) {
+    std::memcpy(b.data(), a.data(), a.size() * sizeof(float));
+    benchmark::DoNotOptimize(b.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * a.size() * sizeof(float)));
+}
+BENCHMARK(BM_MemcpyConv2Output)->UseRealTime();
 
 void BM_Conv2dForward(benchmark::State& state) {
   manual_seed(0);

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "core/cpu/cpu_kernels.h"
+#include "core/cpu/pool_record.h"
 #include "core/ops/conv.h"
 #include "kiln.h"
 
@@ -177,6 +178,20 @@ TEST_P(MaxPoolKernel, TheChannelBlockedKernelsAreThePlainOnesBitForBit) {
         EXPECT_TRUE(equal(got_values.masked_fill(nan, 0.0), want_values.masked_fill(nan, 0.0)))
             << what << (relu ? ", relu" : "");
         EXPECT_TRUE(equal(got_indices, want_indices)) << what << (relu ? ", relu" : "");
+        if (relu && cpu::pools_whole_2x2_windows(g)) {
+          // With window records instead of indices, forward and backward.
+          const Tensor record_values = empty_like(values), records = empty(values.sizes(), TensorOptions().dtype(kUInt8));
+          cpu::max_pool2d_channel_blocked_kernel(record_values, records, blocked, layout, g, relu);
+          EXPECT_TRUE(equal(record_values.masked_fill(nan, 0.0), want_values.masked_fill(nan, 0.0))) << what << ", records";
+          const Tensor want_records = empty_like(records);
+          cpu::pool_records_from_indices(want_records, want_indices, want_values, c.w);
+          EXPECT_TRUE(equal(records, want_records)) << what << ", records";
+          const Tensor plain_grad = empty_like(x);
+          cpu::max_pool2d_backward_relu_kernel(plain_grad, grad_output, want_indices, want_values);
+          const Tensor got_grad = full({layout.elements}, 7.0, options);
+          cpu::max_pool2d_backward_relu_channel_blocked_kernel(got_grad, layout, grad_output, records, Tensor(), g);
+          EXPECT_TRUE(equal(got_grad, channel_blocked(plain_grad, block).first)) << what << ", records";
+        }
       }
       for (const bool relu : {true, false}) {
         const Tensor plain_grad = empty_like(x);
