@@ -306,7 +306,7 @@ void pool_channel_block_2x2(const T* block, T* values, std::int64_t* indices, st
     if constexpr (Relu) return select(m < M(0), M(0), m);
     return m;
   };
-  T run_values[kRun][B];
+  M run_values[kRun][B];  // in M: a 4-byte transpose vectorises where a 2-byte one did not
   std::int32_t run_records[kRun][B];  // pool_record in int lanes: the winning tap, relu's verdict
   for (std::int64_t first = 0; first < plane_out; first += kRun) {
     const std::int64_t count = std::min(kRun, plane_out - first);
@@ -334,12 +334,12 @@ void pool_channel_block_2x2(const T* block, T* values, std::int64_t* indices, st
       tap(bottom + layout.stride_w, 3);
       // best is a value as read (or relu's +0), so storing it rounds nothing but a NaN's
       // payload, and relu's verdict on it is the verdict on the stored value.
-      for (int l = 0; l < B; ++l) run_values[i][l] = from_op_math<T>(best[l]);
+      for (int l = 0; l < B; ++l) run_values[i][l] = best[l];
       for (int l = 0; l < B; ++l) run_records[i][l] = pool_record<std::int32_t>(at[l] >> 1, at[l] & 1, !(best[l] <= 0));
     }
     for (std::int64_t l = 0; l < lanes; ++l) {
       T* lane_values = values + l * plane_out + first;
-      for (std::int64_t i = 0; i < count; ++i) lane_values[i] = run_values[i][l];
+      for (std::int64_t i = 0; i < count; ++i) lane_values[i] = from_op_math<T>(run_values[i][l]);
       if (records != nullptr) {
         std::uint8_t* lane_records = records + l * plane_out + first;
         for (std::int64_t i = 0; i < count; ++i) lane_records[i] = static_cast<std::uint8_t>(run_records[i][l]);
