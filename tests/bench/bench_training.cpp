@@ -198,14 +198,18 @@ BENCHMARK(BM_KilnConv2dForwardBackward)->UseRealTime()->Unit(benchmark::kMillise
 
 // The CNN's layers one at a time, beside a memcpy of the layer's input: pooling and the
 // column copies (im2col) are memory-bound, so their floor is a pass over the bytes.
-void BM_MemcpyConv1Activation(benchmark::State& state) {
-  std::vector<float> a(128 * 32 * 28 * 28, 1.0f), b(a.size());
+
+/// A memcpy of `count` floats: the floor of a memory-bound pass over that many.
+void memcpy_floats(benchmark::State& state, std::size_t count) {
+  std::vector<float> a(count, 1.0f), b(a.size());
   for (auto _ : state) {
     std::memcpy(b.data(), a.data(), a.size() * sizeof(float));
     benchmark::DoNotOptimize(b.data());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * a.size() * sizeof(float)));
 }
+
+void BM_MemcpyConv1Activation(benchmark::State& state) { memcpy_floats(state, 128 * 32 * 28 * 28); }
 BENCHMARK(BM_MemcpyConv1Activation)->UseRealTime();
 
 void BM_MaxPool2dConv1Activation(benchmark::State& state) {
@@ -247,49 +251,49 @@ void BM_MaxPool2dBackwardConv1Activation(benchmark::State& state) {
 }
 BENCHMARK(BM_MaxPool2dBackwardConv1Activation)->ArgName("composite")->Arg(0)->Arg(1)->UseRealTime();
 
-// conv2's output in oneDNN's nChw16c blocks, relu'd and pooled 2x2 into NCHW with a byte per
-// window (what a compiled CNN step's fused conv2d.forward_relu_max_pool does after the
-// convolution), beside a memcpy of the same bytes; dtype:0 Float32, dtype:1 BFloat16.
+/// conv2's output in oneDNN's nChw16c blocks (dtype:0 Float32, dtype:1 BFloat16), relu'd and
+/// pooled 2x2 into NCHW with a byte per window: what a compiled CNN step's fused
+/// conv2d.forward_relu_max_pool does after the convolution.
+struct PooledConv2Output {
+  explicit PooledConv2Output(const benchmark::State& state)
+      : dtype(state.range(0) == 0 ? kFloat32 : kBFloat16),
+        blocked(randn({n, c / block, h, h, block}).to(dtype).view({-1})),
+        layout{block, c * h * h, block * h * h, block * h, block, blocked.numel()},
+        pool(ops::im2col_geometry({n, c, h, h}, {2, 2}, {1, 1}, {0, 0}, {2, 2})),
+        values(empty({n, c, pool.out_h, pool.out_w}, TensorOptions().dtype(dtype))),
+        records(empty(values.sizes(), TensorOptions().dtype(kUInt8))) {}
+  void forward() const { cpu::max_pool2d_channel_blocked_kernel(values, records, blocked, layout, pool, /*relu=*/true); }
+  static constexpr std::int64_t n = 128, c = 64, h = 14, block = 16;
+  DType dtype;
+  Tensor blocked;
+  ChannelBlockedLayout layout;
+  Im2ColGeometry pool;
+  Tensor values, records;
+};
+
+// The pool, beside a memcpy of the same bytes (BM_MemcpyConv2Output).
 void BM_MaxPool2dReluChannelBlockedConv2Output(benchmark::State& state) {
-  const DType dtype = state.range(0) == 0 ? kFloat32 : kBFloat16;
-  const std::int64_t n = 128, c = 64, h = 14, block = 16;
-  const Tensor blocked = randn({n, c / block, h, h, block}).to(dtype).view({-1});
-  const ChannelBlockedLayout layout{block, c * h * h, block * h * h, block * h, block, blocked.numel()};
-  const Im2ColGeometry g = ops::im2col_geometry({n, c, h, h}, {2, 2}, {1, 1}, {0, 0}, {2, 2});
-  const Tensor values = empty({n, c, g.out_h, g.out_w}, TensorOptions().dtype(dtype));
-  const Tensor records = empty(values.sizes(), TensorOptions().dtype(kUInt8));
-  for (auto _ : state) cpu::max_pool2d_channel_blocked_kernel(values, records, blocked, layout, g, /*relu=*/true);
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * blocked.nbytes());
+  const PooledConv2Output out(state);
+  for (auto _ : state) out.forward();
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * out.blocked.nbytes());
 }
 BENCHMARK(BM_MaxPool2dReluChannelBlockedConv2Output)->ArgName("dtype")->Arg(0)->Arg(1)->UseRealTime();
 
 // Its backward: the pooled gradient unpooled through the records into the blocked layout
 // conv2's backward primitives read (conv2d.backward_through_max_pool before them).
 void BM_MaxPool2dBackwardReluChannelBlockedConv2Output(benchmark::State& state) {
-  const DType dtype = state.range(0) == 0 ? kFloat32 : kBFloat16;
-  const std::int64_t n = 128, c = 64, h = 14, block = 16;
-  const Tensor blocked = randn({n, c / block, h, h, block}).to(dtype).view({-1});
-  const ChannelBlockedLayout layout{block, c * h * h, block * h * h, block * h, block, blocked.numel()};
-  const Im2ColGeometry g = ops::im2col_geometry({n, c, h, h}, {2, 2}, {1, 1}, {0, 0}, {2, 2});
-  const Tensor values = empty({n, c, g.out_h, g.out_w}, TensorOptions().dtype(dtype));
-  const Tensor records = empty(values.sizes(), TensorOptions().dtype(kUInt8));
-  cpu::max_pool2d_channel_blocked_kernel(values, records, blocked, layout, g, /*relu=*/true);
-  const Tensor grad_output = randn(values.sizes()).to(dtype), grad_input = empty_like(blocked);
+  const PooledConv2Output out(state);
+  out.forward();
+  const Tensor grad_output = randn(out.values.sizes()).to(out.dtype), grad_input = empty_like(out.blocked);
   for (auto _ : state) {
-    cpu::max_pool2d_backward_relu_channel_blocked_kernel(grad_input, layout, grad_output, records, Tensor(), g);
+    cpu::max_pool2d_backward_relu_channel_blocked_kernel(grad_input, out.layout, grad_output, out.records, Tensor(),
+                                                         out.pool);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * grad_input.nbytes());
 }
 BENCHMARK(BM_MaxPool2dBackwardReluChannelBlockedConv2Output)->ArgName("dtype")->Arg(0)->Arg(1)->UseRealTime();
 
-void BM_MemcpyConv2Output(benchmark::State& state) {
-  std::vector<float> a(128 * 64 * 14 * 14, 1.0f), b(a.size());
-  for (auto _ : state) {
-    std::memcpy(b.data(), a.data(), a.size() * sizeof(float));
-    benchmark::DoNotOptimize(b.data());
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * a.size() * sizeof(float)));
-}
+void BM_MemcpyConv2Output(benchmark::State& state) { memcpy_floats(state, 128 * 64 * 14 * 14); }
 BENCHMARK(BM_MemcpyConv2Output)->UseRealTime();
 
 void BM_Conv2dForward(benchmark::State& state) {
@@ -336,14 +340,7 @@ void BM_SgdMomentumUpdateFused(benchmark::State& state) { sgd_update(state, true
 void BM_SgdMomentumUpdateComposite(benchmark::State& state) { sgd_update(state, false); }
 BENCHMARK(BM_SgdMomentumUpdateFused)->UseRealTime();
 BENCHMARK(BM_SgdMomentumUpdateComposite)->UseRealTime();
-void BM_MemcpyMlpParameters(benchmark::State& state) {
-  std::vector<float> src(535'818, 1.0f), dst(535'818);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
-    benchmark::DoNotOptimize(dst.data());
-  }
-  state.SetBytesProcessed(state.iterations() * 535'818 * static_cast<std::int64_t>(sizeof(float)));
-}
+void BM_MemcpyMlpParameters(benchmark::State& state) { memcpy_floats(state, 535'818); }
 BENCHMARK(BM_MemcpyMlpParameters)->UseRealTime();
 
 }  // namespace
