@@ -242,7 +242,7 @@ void unpool_plane(const PooledGradient<T>& p, std::int64_t plane, std::int64_t p
     for (std::int64_t o = 0; o < p.plane_out; ++o) {
       const std::uint8_t r = record[o];
       const float v = select(pool_record_passes(r), static_cast<float>(to_op_math(g[o * start.step])), 0.0f) + 0.0f;
-      const unsigned cell = r & 3u;
+      const unsigned cell = pool_record_cell(r);
       c0[o] = select(cell == 0, v, 0.0f);
       c1[o] = select(cell == 1, v, 0.0f);
       c2[o] = select(cell == 2, v, 0.0f);

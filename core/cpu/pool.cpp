@@ -353,6 +353,12 @@ void pool_channel_block_2x2(const T* block, T* values, std::int64_t* indices, st
   }
 }
 
+/// Whether a block's rows follow each other with no gap (oneDNN's dense nChw16c): the block is
+/// then one run, and a position's offset its flat index times the lane count.
+bool is_dense_block(const ChannelBlockedLayout& layout, std::int64_t width) {
+  return layout.stride_w == layout.block && layout.stride_h == width * layout.block;
+}
+
 /// pool_backward for one (image, channel block): zeros, then each window's gradient added onto
 /// its winner in the window's order, unless the pooled value (with `values`) is not positive;
 /// or with `records` (indices and values null), where and whether they say.
@@ -361,9 +367,8 @@ void unpool_channel_block(T* block, const T* grad, const T* values, const std::i
                           const std::uint8_t* records, std::int64_t lanes, std::int64_t height, std::int64_t width,
                           std::int64_t out_w, std::int64_t plane_out, const ChannelBlockedLayout& layout) {
   const std::int64_t plane_in = height * width;
-  // Rows that follow each other with no gap (oneDNN's dense nChw16c) make the block one run,
-  // and a position's offset its index times the lane stride: no division per element.
-  const bool dense = layout.stride_h == width * layout.stride_w && layout.stride_w == B;
+  // A dense block needs no division per element.
+  const bool dense = is_dense_block(layout, width);
   if (dense) {
     std::fill_n(block, plane_in * B, T(0));
   } else {
@@ -433,7 +438,7 @@ void unpool_channel_block_2x2(T* block, const T* grad, const std::uint8_t* recor
       const auto cell = [&](T* lanes_at, std::int32_t tap) {
         for (int l = 0; l < B; ++l) {
           const std::int32_t record = run_records[i][l];
-          const bool adds = ((record & 3) == tap) & pool_record_passes(record);  // bits 0-1: the tap
+          const bool adds = (pool_record_cell(record) == tap) & pool_record_passes(record);
           lanes_at[l] = from_op_math<T>(M(0) + select(adds, run_grad[i][l], M(0)));
         }
       };
@@ -517,8 +522,7 @@ void max_pool2d_backward_relu_channel_blocked_kernel(const Tensor& grad_input, c
     const T* v = values.defined() && !records ? values.data_ptr<T>() : nullptr;
     const std::int64_t* idx = records ? nullptr : indices.data_ptr<std::int64_t>();
     const std::uint8_t* rec = records ? indices.data_ptr<std::uint8_t>() : nullptr;
-    const bool whole_2x2_into_dense = records && pools_whole_2x2_windows(g) &&
-                                      layout.stride_w == layout.block && layout.stride_h == g.width * layout.block;
+    const bool whole_2x2_into_dense = records && pools_whole_2x2_windows(g) && is_dense_block(layout, g.width);
     with_block_width(layout.block, [&]<int B>() {
       for_each_channel_block(images, channels, B, g.height * g.width,
                              [&](std::int64_t n, std::int64_t cb, std::int64_t lanes) {

@@ -51,6 +51,13 @@ inline std::int64_t pool_record_winner(std::uint8_t record, std::int64_t py, std
   return (2 * py + (record >> 1 & 1)) * width + 2 * px + (record & 1);
 }
 
+/// Which of the window's cells won, in pool_plane's tap order: 0 upper left, 1 upper right,
+/// 2 lower left, 3 lower right (a record in `Bits`, as pool_record makes it).
+template <class Bits = std::uint8_t>
+Bits pool_record_cell(Bits record) {
+  return static_cast<Bits>(record & Bits{3});
+}
+
 /// Whether relu's backward lets the window's gradient through (a record in `Bits`, as pool_record
 /// makes it).
 template <class Bits = std::uint8_t>
