@@ -7,7 +7,8 @@
 //     backward, no weights returned): the in and out projections, scores and weighted sums per
 //     head, and their gradients (target: within 1.5x);
 //   - train_charlm's whole step at its defaults (the Transformer, batch 16 x 64 characters,
-//     AdamW and gradient clipping) beside its FLOP floor at the machine's measured peak.
+//     AdamW and gradient clipping) beside its FLOP floor at the machine's measured peak, eagerly
+//     and compiled, and the two timed turn by turn for their ratio (tests/bench/interleaved.h).
 // Counter x_gemms = step time / GEMM time; x_floor = step time / FLOP floor.
 //   build/tests/bench/bench_sequence
 #include <benchmark/benchmark.h>
@@ -19,6 +20,7 @@
 
 #include "../../examples/support/charlm.h"
 #include "kiln.h"
+#include "interleaved.h"
 #include "step_flops.h"
 
 namespace {
@@ -167,5 +169,34 @@ void BM_CharLmTransformerStepCompiled(benchmark::State& state) {
   bench::report_flops(state, charlm_step_flops(c.shape, static_cast<double>(c.batch_size)));
 }
 BENCHMARK(BM_CharLmTransformerStepCompiled)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The eager and the compiled step timed turn by turn (Note [Ratios timed turn by turn] in
+// interleaved.h): ratio = eager over compiled, the speed-up compiling gives. Two models from
+// the same seed, one per step.
+void BM_CharLmTransformerStepEagerOverCompiled(benchmark::State& state) {
+  examples::CharLmConfig c;
+  c.shape.vocab = 114;
+  manual_seed(0);
+  const auto eager_model = examples::make_char_model(c.shape);
+  manual_seed(0);
+  const auto compiled_model = examples::make_char_model(c.shape);
+  optim::AdamW eager_optimizer(eager_model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  optim::AdamW compiled_optimizer(compiled_model->parameters(),
+                                  optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  const Tensor x = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
+  const Tensor y = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
+  auto compiled = kiln::compile([&](const Tensor& input, const Tensor& target) {
+    return examples::train_step(*compiled_model, compiled_optimizer, input, target, c.clip);
+  });
+  const auto eager_step = [&] { examples::train_step(*eager_model, eager_optimizer, x, y, c.clip); };
+  const auto compiled_step = [&] { compiled(x, y); };
+  for (int i = 0; i < 2; ++i) {
+    eager_step();
+    compiled_step();
+  }
+  bench::run_interleaved(state, eager_step, compiled_step, "eager", "compiled");
+  state.counters["replayed"] = compiled.last_call_replayed() ? 1 : 0;
+}
+BENCHMARK(BM_CharLmTransformerStepEagerOverCompiled)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

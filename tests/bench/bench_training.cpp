@@ -9,6 +9,9 @@
 //     raw_layers.cpp, where oneDNN is built) its layers as raw oneDNN primitives;
 //   - single layers beside memcpy (pooling forward and backward) or raw oneDNN (a
 //     convolution forward + backward).
+//   - the compiled steps and their floors (the raw layers, the raw GEMMs, the Float32 step
+//     against the BFloat16 one) timed turn by turn in one benchmark, for their ratios
+//     (tests/bench/interleaved.h: BM_*Over*).
 // Counters: oneDNN primitives built and fallbacks per step (both 0 at steady state), CPU
 // cache misses per step.
 //   build/tests/bench/bench_training --benchmark_filter='Step|Peak'
@@ -24,7 +27,9 @@
 #include "core/cpu/cpu_kernels.h"
 #include "core/ops/conv.h"
 #include "kiln.h"
+#include "interleaved.h"
 #include "step_flops.h"
+#include "training_step.h"
 
 namespace {
 
@@ -59,41 +64,24 @@ class StepCounters {
   CpuAllocatorStats cache_;
 };
 
-/// SGD steps of `model` on (x, y), one untimed first so that the timed loop finds what the step
-/// needs already built. route:1 runs the build's defaults (what train_cnn and train_mlp run:
-/// oneDNN for convolution and matrix products, Kiln's kernels for pooling); route:0 turns every
-/// library route off. With `mixed_precision` the step is amp_train's on the CPU: the forward
-/// under autocast (BFloat16) and the backward through a GradScaler.
+/// Steps of `model` on (x, y) (bench::SgdTrainingStep), two untimed first so that the timed
+/// loop finds what the step needs already built. route:1 runs the build's defaults (what
+/// train_cnn and train_mlp run: oneDNN for convolution and matrix products, Kiln's kernels for
+/// pooling); route:0 turns every library route off.
 template <class Model>
 void train_steps(benchmark::State& state, Model& model, const Tensor& x, const Tensor& y, double flops,
                  bool mixed_precision = false, bool compiled = false) {
   std::optional<backends::OpKernelsGuard> eigen_route;
   if (state.range(0) == 0) eigen_route.emplace(DeviceType::CPU, false);
-  optim::SGD sgd(model.parameters(), optim::SGDOptions(0.01).momentum(0.9));
-  amp::GradScaler scaler({.enabled = mixed_precision});
-  auto eager = [&](const Tensor& input, const Tensor& target) {
-    sgd.zero_grad();
-    Tensor loss;
-    {
-      amp::autocast region(DeviceType::CPU, mixed_precision);
-      loss = nn::functional::cross_entropy(model.forward(input), target);
-    }
-    scaler.scale(loss).backward();
-    scaler.step(sgd);
-    scaler.update();
-    return loss;
-  };
-  // With `compiled`: captured by the untimed first call, replayed by the timed ones.
-  auto replayed = kiln::compile(eager);
-  auto step = [&] { return compiled ? replayed(x, y) : eager(x, y); };
+  bench::SgdTrainingStep step(model, x, y, {.mixed_precision = mixed_precision, .compiled = compiled});
   step();
   step();
   const StepCounters counters;
   for (auto _ : state) step();
   counters.report(state);
   if (compiled) {
-    state.counters["kernels"] = static_cast<double>(replayed.graph().count(compiler::Node::Kind::Kernel));
-    state.counters["replayed"] = replayed.last_call_replayed() ? 1 : 0;
+    state.counters["kernels"] = static_cast<double>(step.compiled().graph().count(compiler::Node::Kind::Kernel));
+    state.counters["replayed"] = step.compiled().last_call_replayed() ? 1 : 0;
   }
   bench::report_flops(state, flops);
 }
@@ -130,6 +118,26 @@ void BM_CnnStepAutocastBFloat16Compiled(benchmark::State& state) {
   train_steps(state, cnn, rand({128, 1, 28, 28}), randint(0, 10, {128}), bench::cnn_step_flops(128), true, true);
 }
 BENCHMARK(BM_CnnStepAutocastBFloat16Compiled)->ArgName("route")->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The two compiled CNN steps timed turn by turn (Note [Ratios timed turn by turn] in
+// interleaved.h): ratio = the Float32 step over the BFloat16 autocast one.
+void BM_CnnStepCompiledFloat32OverBFloat16(benchmark::State& state) {
+  manual_seed(0);
+  const Tensor x = rand({128, 1, 28, 28}), y = randint(0, 10, {128});
+  manual_seed(0);
+  examples::Cnn float32_model;
+  manual_seed(0);
+  examples::Cnn bfloat16_model;
+  bench::SgdTrainingStep float32(float32_model, x, y, {.compiled = true});
+  bench::SgdTrainingStep bfloat16(bfloat16_model, x, y, {.mixed_precision = true, .compiled = true});
+  for (int i = 0; i < 2; ++i) {
+    float32();
+    bfloat16();
+  }
+  state.counters["native_bf16"] = backends::onednn_has_bf16() ? 1 : 0;
+  bench::run_interleaved(state, [&] { float32(); }, [&] { bfloat16(); }, "float32", "bfloat16");
+}
+BENCHMARK(BM_CnnStepCompiledFloat32OverBFloat16)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_MlpStepCompiled(benchmark::State& state) {
   manual_seed(0);

@@ -3,6 +3,9 @@
 // library itself reaches in the same run:
 //   - BM_OneDnnCnnLayers: every convolution pass and matrix product of the step, each on the
 //     layout its primitive prefers (no reorders): the library's floor for the step's FLOPs;
+//     BM_OneDnnMlpGemms, the MLP step's matrix products;
+//   - BM_CnnStepCompiledOverLayers and BM_MlpStepCompiledOverGemms: Kiln's compiled steps and
+//     those floors timed turn by turn, for their ratio (tests/bench/interleaved.h);
 //   - BM_OneDnnConv2dForwardBackward: the second convolution's three passes, on the blocked
 //     layouts alone (layout:0), and from and to NCHW with the reorders a framework pays at its
 //     op boundaries (layout:1): Kiln's BM_KilnConv2dForwardBackward is measured against these.
@@ -16,7 +19,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../../../examples/support/models.h"
+#include "../interleaved.h"
 #include "../step_flops.h"
+#include "../training_step.h"
 
 namespace {
 
@@ -112,41 +118,94 @@ struct RawGemm {
   std::vector<float> a, b, c;
 };
 
+/// Every convolution pass and matrix product of the CNN step, each on the layout its primitive
+/// prefers: conv1's forward and weight gradient (the images need no gradient), conv2's three
+/// passes, and fc1's and fc2's forward and both gradients.
+class CnnLayers {
+ public:
+  CnnLayers() : conv1_(128, 1, 32, 28), conv2_(128, 32, 64, 14) {
+    for (auto [m, k, n] : {std::array<memory::dim, 3>{128, 3136, 128}, {128, 128, 3136}, {128, 128, 3136},
+                           {128, 128, 10}, {10, 128, 128}, {128, 10, 128}}) {
+      gemms_.emplace_back(m, k, n);
+    }
+  }
+  void run() {
+    conv1_.run(0, stream_, false);
+    conv1_.run(2, stream_, false);
+    for (int pass = 0; pass < 3; ++pass) conv2_.run(pass, stream_, false);
+    for (RawGemm& g : gemms_) g.run();
+    stream_.wait();
+  }
+
+ private:
+  dnnl::stream stream_{engine()};
+  RawConvolution conv1_, conv2_;
+  std::vector<RawGemm> gemms_;
+};
+
+/// The MLP step's matrix products (784-512-256-10, batch 128): three forward, two
+/// backward-data (the input needs no gradient) and three backward-weight GEMMs.
+class MlpGemms {
+ public:
+  MlpGemms() {
+    for (auto [m, k, n] : {std::array<memory::dim, 3>{128, 784, 512}, {128, 512, 256}, {128, 256, 10},
+                           {128, 10, 256}, {128, 256, 512},
+                           {10, 128, 256}, {256, 128, 512}, {512, 128, 784}}) {
+      gemms_.emplace_back(m, k, n);
+    }
+  }
+  void run() {
+    for (RawGemm& g : gemms_) g.run();
+  }
+
+ private:
+  std::vector<RawGemm> gemms_;
+};
+
 void BM_OneDnnCnnLayers(benchmark::State& state) {
-  dnnl::stream s(engine());
-  RawConvolution conv1(128, 1, 32, 28), conv2(128, 32, 64, 14);
-  std::vector<RawGemm> gemms;
-  for (auto [m, k, n] : {std::array<memory::dim, 3>{128, 3136, 128}, {128, 128, 3136}, {128, 128, 3136},
-                         {128, 128, 10}, {10, 128, 128}, {128, 10, 128}}) {
-    gemms.emplace_back(m, k, n);
-  }
-  for (auto _ : state) {
-    conv1.run(0, s, false);
-    conv1.run(2, s, false);
-    for (int pass = 0; pass < 3; ++pass) conv2.run(pass, s, false);
-    for (RawGemm& g : gemms) g.run();
-    s.wait();
-  }
+  CnnLayers layers;
+  for (auto _ : state) layers.run();
   kiln::bench::report_flops(state, kiln::bench::cnn_step_flops(128));
 }
 BENCHMARK(BM_OneDnnCnnLayers)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The MLP step's matrix products alone (784-512-256-10, batch 128): three forward, two
-// backward-data (the input needs no gradient) and three backward-weight GEMMs, each on
-// oneDNN's own matmul: the floor BM_MlpStepCompiled is measured against.
+// The MLP step's matrix products alone, each on oneDNN's own GEMM: the floor
+// BM_MlpStepCompiled is measured against.
 void BM_OneDnnMlpGemms(benchmark::State& state) {
-  std::vector<RawGemm> gemms;
-  for (auto [m, k, n] : {std::array<memory::dim, 3>{128, 784, 512}, {128, 512, 256}, {128, 256, 10},
-                         {128, 10, 256}, {128, 256, 512},
-                         {10, 128, 256}, {256, 128, 512}, {512, 128, 784}}) {
-    gemms.emplace_back(m, k, n);
-  }
-  for (auto _ : state) {
-    for (RawGemm& g : gemms) g.run();
-  }
+  MlpGemms gemms;
+  for (auto _ : state) gemms.run();
   kiln::bench::report_flops(state, kiln::bench::mlp_step_flops(128));
 }
 BENCHMARK(BM_OneDnnMlpGemms)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The compiled steps and their floors timed turn by turn (Note [Ratios timed turn by turn] in
+// tests/bench/interleaved.h), for the ratios the compiled steps are held to: the CNN step over
+// its layers, the MLP step over its GEMMs.
+void BM_CnnStepCompiledOverLayers(benchmark::State& state) {
+  kiln::manual_seed(0);
+  kiln::examples::Cnn cnn;
+  kiln::bench::SgdTrainingStep step(cnn, kiln::rand({128, 1, 28, 28}), kiln::randint(0, 10, {128}), {.compiled = true});
+  CnnLayers layers;
+  for (int i = 0; i < 2; ++i) {
+    step();
+    layers.run();
+  }
+  kiln::bench::run_interleaved(state, [&] { step(); }, [&] { layers.run(); }, "compiled", "layers");
+}
+BENCHMARK(BM_CnnStepCompiledOverLayers)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_MlpStepCompiledOverGemms(benchmark::State& state) {
+  kiln::manual_seed(0);
+  kiln::examples::Mlp mlp;
+  kiln::bench::SgdTrainingStep step(mlp, kiln::rand({128, 784}), kiln::randint(0, 10, {128}), {.compiled = true});
+  MlpGemms gemms;
+  for (int i = 0; i < 2; ++i) {
+    step();
+    gemms.run();
+  }
+  kiln::bench::run_interleaved(state, [&] { step(); }, [&] { gemms.run(); }, "compiled", "gemms");
+}
+BENCHMARK(BM_MlpStepCompiledOverGemms)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_OneDnnConv2dForwardBackward(benchmark::State& state) {
   dnnl::stream s(engine());
