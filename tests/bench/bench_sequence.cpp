@@ -190,10 +190,6 @@ void BM_CharLmTransformerStepEagerOverCompiled(benchmark::State& state) {
   });
   const auto eager_step = [&] { examples::train_step(*eager_model, eager_optimizer, x, y, c.clip); };
   const auto compiled_step = [&] { compiled(x, y); };
-  for (int i = 0; i < 2; ++i) {
-    eager_step();
-    compiled_step();
-  }
   bench::run_interleaved(state, eager_step, compiled_step, "eager", "compiled");
   state.counters["replayed"] = compiled.last_call_replayed() ? 1 : 0;
 }

@@ -130,10 +130,6 @@ void BM_CnnStepCompiledFloat32OverBFloat16(benchmark::State& state) {
   examples::Cnn bfloat16_model;
   bench::SgdTrainingStep float32(float32_model, x, y, {.compiled = true});
   bench::SgdTrainingStep bfloat16(bfloat16_model, x, y, {.mixed_precision = true, .compiled = true});
-  for (int i = 0; i < 2; ++i) {
-    float32();
-    bfloat16();
-  }
   state.counters["native_bf16"] = backends::onednn_has_bf16() ? 1 : 0;
   bench::run_interleaved(state, [&] { float32(); }, [&] { bfloat16(); }, "float32", "bfloat16");
 }

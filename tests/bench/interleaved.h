@@ -33,9 +33,10 @@
 
 namespace kiln::bench {
 
-/// Runs `a` and `b` in turn, a block of each per iteration (their order alternating), each call
-/// after a block's first timed on its own; reports `<a_name>_ms` and `<b_name>_ms` (medians) and
-/// `ratio` (median of a / median of b).
+/// Runs `a` and `b` twice each untimed (a compiled step's capture, primitives built), then in
+/// turn, a block of each per iteration (their order alternating), each call after a block's
+/// first timed on its own; reports `<a_name>_ms` and `<b_name>_ms` (medians) and `ratio` (median
+/// of a / median of b).
 inline void run_interleaved(benchmark::State& state, const std::function<void()>& a, const std::function<void()>& b,
                             const std::string& a_name, const std::string& b_name) {
   constexpr int kTimedPerBlock = 3;
@@ -48,6 +49,10 @@ inline void run_interleaved(benchmark::State& state, const std::function<void()>
       into.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
   };
+  for (int i = 0; i < 2; ++i) {
+    a();
+    b();
+  }
   bool a_first = true;
   for (auto _ : state) {
     if (a_first) {

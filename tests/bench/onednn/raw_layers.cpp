@@ -16,6 +16,7 @@
 
 #include <array>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -181,29 +182,22 @@ BENCHMARK(BM_OneDnnMlpGemms)->UseRealTime()->Unit(benchmark::kMillisecond);
 // The compiled steps and their floors timed turn by turn (Note [Ratios timed turn by turn] in
 // tests/bench/interleaved.h), for the ratios the compiled steps are held to: the CNN step over
 // its layers, the MLP step over its GEMMs.
-void BM_CnnStepCompiledOverLayers(benchmark::State& state) {
+template <class Model, class Floor>
+void compiled_step_over(benchmark::State& state, const kiln::Shape& input, const std::string& floor_name) {
   kiln::manual_seed(0);
-  kiln::examples::Cnn cnn;
-  kiln::bench::SgdTrainingStep step(cnn, kiln::rand({128, 1, 28, 28}), kiln::randint(0, 10, {128}), {.compiled = true});
-  CnnLayers layers;
-  for (int i = 0; i < 2; ++i) {
-    step();
-    layers.run();
-  }
-  kiln::bench::run_interleaved(state, [&] { step(); }, [&] { layers.run(); }, "compiled", "layers");
+  Model model;
+  kiln::bench::SgdTrainingStep step(model, kiln::rand(input), kiln::randint(0, 10, {input[0]}), {.compiled = true});
+  Floor floor;
+  kiln::bench::run_interleaved(state, [&] { step(); }, [&] { floor.run(); }, "compiled", floor_name);
+}
+
+void BM_CnnStepCompiledOverLayers(benchmark::State& state) {
+  compiled_step_over<kiln::examples::Cnn, CnnLayers>(state, {128, 1, 28, 28}, "layers");
 }
 BENCHMARK(BM_CnnStepCompiledOverLayers)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_MlpStepCompiledOverGemms(benchmark::State& state) {
-  kiln::manual_seed(0);
-  kiln::examples::Mlp mlp;
-  kiln::bench::SgdTrainingStep step(mlp, kiln::rand({128, 784}), kiln::randint(0, 10, {128}), {.compiled = true});
-  MlpGemms gemms;
-  for (int i = 0; i < 2; ++i) {
-    step();
-    gemms.run();
-  }
-  kiln::bench::run_interleaved(state, [&] { step(); }, [&] { gemms.run(); }, "compiled", "gemms");
+  compiled_step_over<kiln::examples::Mlp, MlpGemms>(state, {128, 784}, "gemms");
 }
 BENCHMARK(BM_MlpStepCompiledOverGemms)->UseRealTime()->Unit(benchmark::kMillisecond);
 
