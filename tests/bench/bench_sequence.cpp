@@ -133,64 +133,70 @@ double charlm_step_flops(const examples::CharModelShape& s, double batch) {
   return 3 * bench::gemm_flops(tokens, per_token, 1);
 }
 
+/// train_charlm's step at its defaults on one fixed batch, from seed 0: the Transformer, AdamW,
+/// and gradient clipping. Two made one after the other hold the same weights and batch.
+struct CharLmTraining {
+  CharLmTraining() : config(defaults()), model(seeded_model(config)), optimizer(model->parameters(), adamw(config)) {
+    x = randint(0, config.shape.vocab, {config.batch_size, config.shape.context});
+    y = randint(0, config.shape.vocab, {config.batch_size, config.shape.context});
+  }
+  Tensor step(const Tensor& input, const Tensor& target) {
+    return examples::train_step(*model, optimizer, input, target, config.clip);
+  }
+  double flops() const { return charlm_step_flops(config.shape, static_cast<double>(config.batch_size)); }
+
+  examples::CharLmConfig config;
+  std::shared_ptr<examples::CharModel> model;
+  optim::AdamW optimizer;
+  Tensor x, y;
+
+ private:
+  static examples::CharLmConfig defaults() {
+    examples::CharLmConfig c;
+    c.shape.vocab = 114;  // the fortunes text's characters
+    return c;
+  }
+  static std::shared_ptr<examples::CharModel> seeded_model(const examples::CharLmConfig& c) {
+    manual_seed(0);
+    return examples::make_char_model(c.shape);
+  }
+  static optim::AdamWOptions adamw(const examples::CharLmConfig& c) {
+    return optim::AdamWOptions(c.lr).weight_decay(c.weight_decay);
+  }
+};
+
 void BM_CharLmTransformerStep(benchmark::State& state) {
-  manual_seed(0);
-  examples::CharLmConfig c;
-  c.shape.vocab = 114;  // the fortunes text's characters
-  const auto model = examples::make_char_model(c.shape);
-  optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
-  const Tensor x = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
-  const Tensor y = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
-  examples::train_step(*model, optimizer, x, y, c.clip);
-  for (auto _ : state) examples::train_step(*model, optimizer, x, y, c.clip);
-  bench::report_flops(state, charlm_step_flops(c.shape, static_cast<double>(c.batch_size)));
+  CharLmTraining t;
+  t.step(t.x, t.y);
+  for (auto _ : state) t.step(t.x, t.y);
+  bench::report_flops(state, t.flops());
 }
 BENCHMARK(BM_CharLmTransformerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The same step captured once and replayed (train_charlm --compile).
 void BM_CharLmTransformerStepCompiled(benchmark::State& state) {
-  manual_seed(0);
-  examples::CharLmConfig c;
-  c.shape.vocab = 114;
-  const auto model = examples::make_char_model(c.shape);
-  optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
-  const Tensor x = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
-  const Tensor y = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
-  auto step = kiln::compile(
-      [&](const Tensor& input, const Tensor& target) { return examples::train_step(*model, optimizer, input, target, c.clip); });
-  step(x, y);
-  step(x, y);
+  CharLmTraining t;
+  auto step = kiln::compile([&](const Tensor& input, const Tensor& target) { return t.step(input, target); });
+  step(t.x, t.y);
+  step(t.x, t.y);
   const std::int64_t allocations = cpu_allocator_stats().allocations;
-  for (auto _ : state) step(x, y);
+  for (auto _ : state) step(t.x, t.y);
   state.counters["allocations/step"] = benchmark::Counter(
       static_cast<double>(cpu_allocator_stats().allocations - allocations) / static_cast<double>(state.iterations()));
   state.counters["replayed"] = step.last_call_replayed() ? 1 : 0;
   state.counters["kernels"] = static_cast<double>(step.graph().count(compiler::Node::Kind::Kernel));
-  bench::report_flops(state, charlm_step_flops(c.shape, static_cast<double>(c.batch_size)));
+  bench::report_flops(state, t.flops());
 }
 BENCHMARK(BM_CharLmTransformerStepCompiled)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The eager and the compiled step timed turn by turn (Note [Ratios timed turn by turn] in
-// interleaved.h): ratio = eager over compiled, the speed-up compiling gives. Two models from
+// interleaved.h): ratio = eager over compiled, the speed-up compiling gives. Two trainings from
 // the same seed, one per step.
 void BM_CharLmTransformerStepEagerOverCompiled(benchmark::State& state) {
-  examples::CharLmConfig c;
-  c.shape.vocab = 114;
-  manual_seed(0);
-  const auto eager_model = examples::make_char_model(c.shape);
-  manual_seed(0);
-  const auto compiled_model = examples::make_char_model(c.shape);
-  optim::AdamW eager_optimizer(eager_model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
-  optim::AdamW compiled_optimizer(compiled_model->parameters(),
-                                  optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
-  const Tensor x = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
-  const Tensor y = randint(0, c.shape.vocab, {c.batch_size, c.shape.context});
-  auto compiled = kiln::compile([&](const Tensor& input, const Tensor& target) {
-    return examples::train_step(*compiled_model, compiled_optimizer, input, target, c.clip);
-  });
-  const auto eager_step = [&] { examples::train_step(*eager_model, eager_optimizer, x, y, c.clip); };
-  const auto compiled_step = [&] { compiled(x, y); };
-  bench::run_interleaved(state, eager_step, compiled_step, "eager", "compiled");
+  CharLmTraining eager, traced;
+  auto compiled = kiln::compile([&](const Tensor& input, const Tensor& target) { return traced.step(input, target); });
+  bench::run_interleaved(
+      state, [&] { eager.step(eager.x, eager.y); }, [&] { compiled(traced.x, traced.y); }, "eager", "compiled");
   state.counters["replayed"] = compiled.last_call_replayed() ? 1 : 0;
 }
 BENCHMARK(BM_CharLmTransformerStepEagerOverCompiled)->UseRealTime()->Unit(benchmark::kMillisecond);

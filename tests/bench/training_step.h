@@ -25,31 +25,32 @@ class SgdTrainingStep {
   SgdTrainingStep(nn::Module& model, Tensor x, Tensor y, TrainingStepOptions options)
       : model_(model), x_(std::move(x)), y_(std::move(y)), mixed_precision_(options.mixed_precision),
         sgd_(model.parameters(), optim::SGDOptions(0.01).momentum(0.9)), scaler_({.enabled = options.mixed_precision}) {
-    if (options.compiled) compiled_.emplace(kiln::compile(eager()));
+    if (options.compiled) {
+      compiled_.emplace(kiln::compile(std::function<Tensor(const Tensor&, const Tensor&)>(
+          [this](const Tensor& input, const Tensor& target) { return eager_step(input, target); })));
+    }
   }
   SgdTrainingStep(const SgdTrainingStep&) = delete;
   SgdTrainingStep& operator=(const SgdTrainingStep&) = delete;
 
   /// One step; returns its loss.
-  Tensor operator()() { return compiled_ ? (*compiled_)(x_, y_) : eager()(x_, y_); }
+  Tensor operator()() { return compiled_ ? (*compiled_)(x_, y_) : eager_step(x_, y_); }
 
   /// The compiled step (only when made with `compiled`).
   const Compiled<std::function<Tensor(const Tensor&, const Tensor&)>>& compiled() const { return *compiled_; }
 
  private:
-  std::function<Tensor(const Tensor&, const Tensor&)> eager() {
-    return [this](const Tensor& input, const Tensor& target) {
-      sgd_.zero_grad();
-      Tensor loss;
-      {
-        amp::autocast region(DeviceType::CPU, mixed_precision_);
-        loss = nn::functional::cross_entropy(model_.forward(input), target);
-      }
-      scaler_.scale(loss).backward();
-      scaler_.step(sgd_);
-      scaler_.update();
-      return loss;
-    };
+  Tensor eager_step(const Tensor& input, const Tensor& target) {
+    sgd_.zero_grad();
+    Tensor loss;
+    {
+      amp::autocast region(DeviceType::CPU, mixed_precision_);
+      loss = nn::functional::cross_entropy(model_.forward(input), target);
+    }
+    scaler_.scale(loss).backward();
+    scaler_.step(sgd_);
+    scaler_.update();
+    return loss;
   }
 
   nn::Module& model_;
