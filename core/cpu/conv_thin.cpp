@@ -13,16 +13,21 @@
 // BFloat16 (a first layer under CPU autocast) runs the same float kernels: its planes are
 // widened as they are padded, and each result is rounded once as it is stored. oneDNN's
 // BFloat16 kernel for conv1 wrote a blocked output and took a reorder each way, as in Float32.
-// Read next: core/routes.h (which convolutions are thin), core/cpu/conv_routes.cpp.
+// A compiled step whose pooled activation lies in channel blocks gets the same bits from the
+// kernels that hold output channels in lanes (core/cpu/conv_thin_channel_lanes.cpp).
+// Read next: core/routes.h (which convolutions are thin), core/cpu/conv_routes.cpp,
+// core/cpu/conv_thin_channel_lanes.cpp.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/channel_blocks.h"
+#include "core/cpu/conv_thin_channel_lanes.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/pool_record.h"
 #include "core/cpu/select.h"
+#include "core/cpu/thin_planes.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "core/messages.h"
@@ -33,25 +38,12 @@ namespace kiln::cpu {
 
 namespace {
 
-/// Eight float lanes (one AVX register, or two SSE ones), loaded from any address.
-using Lanes = float __attribute__((vector_size(32)));
-constexpr std::int64_t kLanes = 8;
-
-Lanes load(const float* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-/// Values of T as the float the kernels compute in.
-template <class T>
-void widen(const T* from, std::int64_t n, float* to) {
-  if constexpr (std::is_same_v<T, float>) {
-    std::copy(from, from + n, to);
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) to[i] = to_op_math(from[i]);
-  }
-}
+using thin::kLanes;
+using thin::Lanes;
+using thin::load;
+using thin::pad_plane;
+using thin::PaddedImage;
+using thin::widen;
 
 /// Float results stored as T, rounded once.
 template <class T>
@@ -75,15 +67,6 @@ void narrow_relu(const float* from, std::int64_t n, T* to) {
       to[i] = from_op_math<T>(v);
     }
   }
-}
-
-/// A plane copied into a zero-filled buffer `pad_top`/`pad_left` in from its top-left corner,
-/// so window taps off the image read zeros instead of needing bounds checks.
-template <class T>
-void pad_plane(const T* plane, std::int64_t height, std::int64_t width, std::int64_t pad_top, std::int64_t pad_left,
-               std::int64_t padded_width, float* out, std::int64_t padded_height) {
-  std::fill(out, out + padded_height * padded_width, 0.0f);
-  for (std::int64_t y = 0; y < height; ++y) widen(plane + y * width, width, out + (y + pad_top) * padded_width + pad_left);
 }
 
 /// The sum of a plane of `rows` rows of `width` floats: each row in float lanes, the rows in
@@ -125,30 +108,6 @@ void accumulate_taps(const float* dy, std::int64_t dy_width, std::int64_t out_h,
   }
   for (int t = 0; t < KH * KW; ++t) taps[t] += acc[t];
 }
-
-/// How the direct kernels lay out one image: each output row padded to `row_width` columns
-/// (whole chunks of kLanes at unit stride), and each input plane copied into a zero-filled
-/// in_height x in_width buffer in which every tap of every padded output column reads inside.
-/// The buffer also holds the whole padded image: a stride that does not divide the image
-/// leaves its last rows and columns unread, but pad_plane copies them all (28x28, 3x3, stride
-/// 2, no padding reads 27 of 28 columns).
-struct PaddedImage {
-  std::int64_t row_width, in_height, in_width;
-  explicit PaddedImage(const Im2ColGeometry& g) {
-    const std::int64_t chunks = (g.out_w + kLanes - 1) / kLanes;
-    row_width = g.stride_w == 1 ? chunks * kLanes : g.out_w;
-    in_height = std::max((g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1, g.height + g.pad_h);
-    in_width = std::max((row_width - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1, g.width + g.pad_w);
-  }
-  /// Copies the C planes of one image into `buffer` (C · in_height · in_width floats).
-  template <class T>
-  void pad_image(const T* image, std::int64_t channels, const Im2ColGeometry& g, float* buffer) const {
-    for (std::int64_t c = 0; c < channels; ++c) {
-      pad_plane(image + c * g.height * g.width, g.height, g.width, g.pad_h, g.pad_w, in_width,
-                buffer + c * in_height * in_width, in_height);
-    }
-  }
-};
 
 /// Output row y of OB output channels at once, at unit stride, for a kernel of KH x KW known
 /// at compile time: out_o[x..x+8) = bias_o + Σ over c, i, j of w_o[c, i, j] · in[c, y·sh + i·dh,
@@ -549,6 +508,14 @@ void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, con
     KILN_CHECK(records || !holds_channel_blocks(values),
                "thin_conv2d_weight_gradient_through_max_pool: pooled values in channel blocks need window records");
     const Shape pooled_sizes = nchw_sizes(grad_pooled);
+    const ThinPooledLayer layer{input.sizes()[0], input.sizes()[1], grad_weight.sizes()[0], g,
+                                holds_channel_blocks(grad_pooled) ? grad_pooled.sizes()[4] : 0,
+                                nchw_sizes(grad_pooled)[2], nchw_sizes(grad_pooled)[3]};
+    if (records && channel_lanes_take(layer)) {
+      return channel_lanes_weight_gradient_through_max_pool<T>(
+          layer, grad_weight.data_ptr<T>(), grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr,
+          grad_pooled.data_ptr<T>(), indices.data_ptr<std::uint8_t>(), input.data_ptr<T>());
+    }
     const PooledGradient<T> pooled{grad_pooled.data_ptr<T>(),
                                    holds_channel_blocks(grad_pooled) ? grad_pooled.sizes()[4] : 0,
                                    pooled_sizes[1],
@@ -577,6 +544,18 @@ void thin_conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indic
     const PooledOutput<T> pooled{values.data_ptr<T>(), holds_channel_blocks(values) ? values.sizes()[4] : 0,
                                  weight.sizes()[0], records ? nullptr : indices.data_ptr<std::int64_t>(),
                                  records ? indices.data_ptr<std::uint8_t>() : nullptr, pool.out_h, pool.out_w};
+    const ThinPooledLayer layer{input.sizes()[0], input.sizes()[1], weight.sizes()[0], g, pooled.values_block,
+                                pool.out_h, pool.out_w};
+    if (records && channel_lanes_take(layer)) {
+      std::vector<float> wide_weight(static_cast<std::size_t>(weight.numel())), wide_bias;
+      widen(weight.data_ptr<T>(), weight.numel(), wide_weight.data());
+      if (bias.defined()) {
+        wide_bias.resize(static_cast<std::size_t>(bias.numel()));
+        widen(bias.data_ptr<T>(), bias.numel(), wide_bias.data());
+      }
+      return channel_lanes_forward_relu_max_pool<T>(layer, pooled.values, pooled.records, input.data_ptr<T>(),
+                                                    wide_weight.data(), bias.defined() ? wide_bias.data() : nullptr);
+    }
     thin_forward<T>(Tensor(), input, weight, bias, g, /*relu=*/true, &pooled);
   });
 }

@@ -120,6 +120,55 @@ TEST_F(ChannelBlocks, EachFusedKernelComputesInBlocksWhatItComputesInNchw) {
                "pooled values in channel blocks need window records");
 }
 
+// The thin kernels hold output channels in lanes when the pooled side is blocked (Note [Output
+// channels in lanes]) and must keep conv_thin.cpp's bits: in each dtype they run on, for 1 and
+// 3 input channels, an odd size (a row and a column no window covers) and a row stride, with
+// finite inputs (a NaN makes every weight gradient NaN, which hides the sums).
+TEST_F(ChannelBlocks, TheThinKernelsComputeInLanesWhatTheyComputeInNchw) {
+  const BackendKernels& cpu = registered_kernels(DeviceType::CPU);
+  const std::int64_t n = 3, c = 32;
+  for (const DType dtype : {kFloat32, kBFloat16}) {
+    for (const std::int64_t channels_in : {1, 3}) {
+      for (const std::int64_t size : {12, 13}) {
+        for (const std::int64_t stride_h : {1, 2}) {
+          const std::string what = std::string(dtype_name(dtype)) + ", " + std::to_string(channels_in) + " in, " +
+                                   std::to_string(size) + "x" + std::to_string(size) + ", row stride " +
+                                   std::to_string(stride_h);
+          manual_seed(size * 10 + channels_in + stride_h);
+          const std::int64_t out_h = (size - 1) / stride_h + 1, out_w = size;
+          const Im2ColGeometry conv_g{.channels = channels_in, .height = size, .width = size, .kernel_h = 3,
+                                      .kernel_w = 3, .pad_h = 1, .pad_w = 1, .stride_h = stride_h,
+                                      .out_h = out_h, .out_w = out_w};
+          const Im2ColGeometry pool_g{.channels = c, .height = out_h, .width = out_w, .kernel_h = 2, .kernel_w = 2,
+                                      .stride_h = 2, .stride_w = 2, .out_h = out_h / 2, .out_w = out_w / 2};
+          const std::int64_t ph = pool_g.out_h, pw = pool_g.out_w;
+          ASSERT_EQ(routes::cpu_conv2d(dtype, {c, channels_in, 3, 3}, 1), routes::Route::Thin) << what;
+          const Tensor x = randn({n, channels_in, size, size}).to(dtype);
+          const Tensor w = (randn({c, channels_in, 3, 3}) * 0.5).to(dtype), b = randn({c}).to(dtype);
+          const Tensor values = empty({n, c, ph, pw}, dtype), records = empty({n, c, ph, pw}, kUInt8);
+          cpu.conv2d.forward_relu_max_pool(values, records, x, w, b, conv_g, pool_g, 1);
+          const Tensor grad = randn({n, c, ph, pw}).to(dtype);
+          const Tensor dw = empty_like(w), db = empty({1, c, 1, 1}, dtype);
+          cpu.conv2d.backward_weight_bias_through_max_pool(dw, db, grad, records, values, x, conv_g, 1);
+          ASSERT_EQ(dw.ne(dw).sum().item<double>(), 0) << what;
+          for (const std::int64_t block : {std::int64_t{16}, c}) {
+            const Tensor blocked_values = empty({n, c / block, ph, pw, block}, dtype);
+            const Tensor blocked_records = empty_like(records);
+            cpu.conv2d.forward_relu_max_pool(blocked_values, blocked_records, x, w, b, conv_g, pool_g, 1);
+            EXPECT_TRUE(testing::same_bits(from_blocks(blocked_values), values)) << what << ", block " << block;
+            EXPECT_TRUE(equal(blocked_records, records)) << what << ", block " << block;
+            const Tensor dw2 = empty_like(dw), db2 = empty_like(db);
+            cpu.conv2d.backward_weight_bias_through_max_pool(dw2, db2, to_blocks(grad, block), records,
+                                                             blocked_values, x, conv_g, 1);
+            EXPECT_TRUE(testing::same_bits(dw2, dw)) << what << ", block " << block;
+            EXPECT_TRUE(testing::same_bits(db2, db)) << what << ", block " << block;
+          }
+        }
+      }
+    }
+  }
+}
+
 /// A thin first layer of 16 channels and a oneDNN one after it; with `also_read`, the first
 /// layer's pooled output has one more reader than the second layer.
 struct TwoLayerCnn : nn::Module {
