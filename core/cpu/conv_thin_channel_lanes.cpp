@@ -6,9 +6,7 @@
 // Read next: core/cpu/conv_thin.cpp (the kernels these reproduce), core/cpu/pool_record.h.
 #include "core/cpu/conv_thin_channel_lanes.h"
 
-#include <algorithm>
 #include <bit>
-#include <iterator>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -18,6 +16,7 @@
 #include "core/cpu/pool_record.h"
 #include "core/cpu/select.h"
 #include "core/cpu/thin_planes.h"
+#include "core/cpu/transpose_tiles.h"
 #include "core/half.h"
 
 namespace kiln::cpu {
@@ -122,45 +121,6 @@ std::vector<Channels> weights_in_lanes(const float* weight, std::int64_t output_
   return lanes;
 }
 
-using Bytes16 = std::uint8_t __attribute__((vector_size(16)));
-
-/// Transposes 16 rows of 16 bytes in place: four rounds, each interleaving row i with row
-/// i + 8, move every byte to its transposed place (64 byte shuffles for 256 bytes).
-void transpose_16x16(Bytes16 (&rows)[16]) {
-  constexpr Bytes16 low = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-  constexpr Bytes16 high = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  for (int round = 0; round < 4; ++round) {
-    Bytes16 interleaved[16];
-    for (int i = 0; i < 8; ++i) {
-      interleaved[2 * i] = __builtin_shuffle(rows[i], rows[i + 8], low);
-      interleaved[2 * i + 1] = __builtin_shuffle(rows[i], rows[i + 8], high);
-    }
-    std::copy(std::begin(interleaved), std::end(interleaved), std::begin(rows));
-  }
-}
-
-/// to[c][r] = from[r][c] for `rows` x `columns` bytes: records between window-major (a window's
-/// channels side by side, as the lanes make and read them) and [N, C, ph, pw], 16 x 16 tiles
-/// at a time. A byte at a time, this took a third of the forward's time.
-void transpose_bytes(const std::uint8_t* from, std::int64_t rows, std::int64_t columns, std::uint8_t* to) {
-  std::int64_t r0 = 0;
-  for (; r0 + 16 <= rows; r0 += 16) {
-    std::int64_t c0 = 0;
-    for (; c0 + 16 <= columns; c0 += 16) {
-      Bytes16 tile[16];
-      for (int i = 0; i < 16; ++i) std::memcpy(&tile[i], from + (r0 + i) * columns + c0, sizeof(Bytes16));
-      transpose_16x16(tile);
-      for (int j = 0; j < 16; ++j) std::memcpy(to + (c0 + j) * rows + r0, &tile[j], sizeof(Bytes16));
-    }
-    for (; c0 < columns; ++c0) {
-      for (std::int64_t r = r0; r < r0 + 16; ++r) to[c0 * rows + r] = from[r * columns + c0];
-    }
-  }
-  for (; r0 < rows; ++r0) {
-    for (std::int64_t c = 0; c < columns; ++c) to[c * rows + r0] = from[r0 * columns + c];
-  }
-}
-
 /// Each window's record split for its lanes, as unpool_plane reads it: which cell won, and the
 /// window's gradient where relu lets it through (0 where it stops it). A loop over plain arrays,
 /// which vectorises; the same test on each pixel's vector of records took a third of the
@@ -239,7 +199,7 @@ void forward_pooled(const ThinPooledLayer& layer, T* values, std::uint8_t* recor
           }
         }
       }
-      transpose_bytes(window_records.data(), windows, O, records + n * O * windows);
+      transpose(window_records.data(), O, windows, O, records + n * O * windows, windows);
     }
   });
 }
@@ -266,7 +226,8 @@ void weight_gradient_pooled(const ThinPooledLayer& layer, T* grad_weight, T* gra
       std::vector<double> bias_sums(static_cast<std::size_t>(kChannelLanes), 0.0);
       for (std::int64_t n = 0; n < layer.images; ++n) {
         padded.pad_image(input + n * C * g.height * g.width, C, g, image.data());
-        transpose_bytes(records + (n * O + first) * windows, kChannelLanes, windows, window_records.data());
+        transpose(records + (n * O + first) * windows, windows, kChannelLanes, windows, window_records.data(),
+                  kChannelLanes);
         window_gradients(window_records.data(), pooled_run(grad_pooled, layer, n, first), windows, layer.block,
                          window_cells.data(), window_passed.data());
         Channels image_sums[kTaps] = {};

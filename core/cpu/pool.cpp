@@ -14,6 +14,7 @@
 #include "core/cpu/parallel.h"
 #include "core/cpu/pool_record.h"
 #include "core/cpu/select.h"
+#include "core/cpu/transpose_tiles.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "core/messages.h"
@@ -336,6 +337,24 @@ void pool_channel_block_2x2(const T* block, T* values, std::int64_t* indices, st
       // payload, and relu's verdict on it is the verdict on the stored value.
       for (int l = 0; l < B; ++l) run_values[i][l] = best[l];
       for (int l = 0; l < B; ++l) run_records[i][l] = pool_record<std::int32_t>(at[l] >> 1, at[l] & 1, !(best[l] <= 0));
+    }
+    // With records, the run's values and records go out in 16 x 16 tiles (transpose_tiles.h):
+    // the lane-by-lane stores below stayed scalar in BFloat16, and conv2's pooled forward in the
+    // compiled BFloat16 CNN step took 2.35 ms instead of 2.23 (Zen 4, one process, 30 steps).
+    if constexpr (sizeof(T) <= 4) {
+      if (records != nullptr) {
+        T run_stored[kRun][B];
+        std::uint8_t run_bytes[kRun][B];
+        for (std::int64_t i = 0; i < count; ++i) {
+          for (int l = 0; l < B; ++l) {
+            run_stored[i][l] = from_op_math<T>(run_values[i][l]);
+            run_bytes[i][l] = static_cast<std::uint8_t>(run_records[i][l]);
+          }
+        }
+        transpose(&run_stored[0][0], B, count, lanes, values + first, plane_out);
+        transpose(&run_bytes[0][0], B, count, lanes, records + first, plane_out);
+        continue;
+      }
     }
     for (std::int64_t l = 0; l < lanes; ++l) {
       T* lane_values = values + l * plane_out + first;
