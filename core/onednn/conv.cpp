@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "core/cpu/channel_blocks.h"
+#include "core/cpu/pool_record.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/onednn/kernels.h"
 #include "core/onednn/onednn.h"
@@ -275,6 +276,12 @@ Tensor unpooled_into(const ChannelBlockedLayout& layout, const Tensor& grad_pool
     pool.width = g.out_w;
     pool.out_h = grad_pooled.sizes()[2];
     pool.out_w = grad_pooled.sizes()[3];
+    if (cpu::holds_pool_records(indices)) {
+      // Records exist only for whole 2x2 windows of stride 2 (Note [A pool window in one byte]).
+      // Said here, the kernel takes its path for them; left at 1x1 (Int64 indices need only the
+      // sizes), it took the general scatter: the compiled BFloat16 CNN step 0.43 ms slower.
+      pool.kernel_h = pool.kernel_w = pool.stride_h = pool.stride_w = 2;
+    }
     cpu::max_pool2d_backward_relu_channel_blocked_kernel(grad_output, layout, grad_pooled, indices, values, pool);
   }
   return grad_output;
