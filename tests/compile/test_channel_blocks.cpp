@@ -162,6 +162,15 @@ TEST_F(ChannelBlocks, TheThinKernelsComputeInLanesWhatTheyComputeInNchw) {
                                                              blocked_values, x, conv_g, 1);
             EXPECT_TRUE(testing::same_bits(dw2, dw)) << what << ", block " << block;
             EXPECT_TRUE(testing::same_bits(db2, db)) << what << ", block " << block;
+            // A NaN pixel: its windows pool NaN by the first-NaN rule, stored as T's NaN.
+            const Tensor nan_x = x.clone();
+            nan_x.view({-1}).narrow(0, size + 4, 1).fill_(std::nan(""));
+            const Tensor nan_values = empty_like(values), nan_records = empty_like(records);
+            cpu.conv2d.forward_relu_max_pool(nan_values, nan_records, nan_x, w, b, conv_g, pool_g, 1);
+            cpu.conv2d.forward_relu_max_pool(blocked_values, blocked_records, nan_x, w, b, conv_g, pool_g, 1);
+            EXPECT_TRUE(testing::same_bits(from_blocks(blocked_values), nan_values)) << what << ", NaN, block " << block;
+            EXPECT_TRUE(equal(blocked_records, nan_records)) << what << ", NaN, block " << block;
+            EXPECT_GT(nan_values.ne(nan_values).sum().item<double>(), 0) << what;
           }
         }
       }
