@@ -28,6 +28,7 @@
 #include "core/cpu/pool_record.h"
 #include "core/cpu/select.h"
 #include "core/cpu/thin_planes.h"
+#include "core/cpu/thread_budget.h"
 #include "core/dispatch.h"
 #include "core/error.h"
 #include "core/messages.h"
@@ -511,7 +512,7 @@ void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, con
     const ThinPooledLayer layer{input.sizes()[0], input.sizes()[1], grad_weight.sizes()[0], g,
                                 holds_channel_blocks(grad_pooled) ? grad_pooled.sizes()[4] : 0,
                                 nchw_sizes(grad_pooled)[2], nchw_sizes(grad_pooled)[3]};
-    if (records && channel_lanes_take(layer)) {
+    if (records && channel_lanes_take(layer) && channel_lanes_weight_gradient_threads(layer) >= threads_for_region()) {
       return channel_lanes_weight_gradient_through_max_pool<T>(
           layer, grad_weight.data_ptr<T>(), grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr,
           grad_pooled.data_ptr<T>(), indices.data_ptr<std::uint8_t>(), input.data_ptr<T>());

@@ -433,6 +433,10 @@ bool channel_lanes_take(const ThinPooledLayer& layer) {
          (layer.input_channels == 1 || layer.input_channels == 3);
 }
 
+std::int64_t channel_lanes_weight_gradient_threads(const ThinPooledLayer& layer) {
+  return layer.output_channels / kChannelLanes;
+}
+
 template <class T>
 void channel_lanes_forward_relu_max_pool(const ThinPooledLayer& layer, T* values, std::uint8_t* records,
                                          const T* input, const float* weight, const float* bias) {

@@ -29,6 +29,12 @@ template <class T>
 void channel_lanes_forward_relu_max_pool(const ThinPooledLayer& layer, T* values, std::uint8_t* records,
                                          const T* input, const float* weight, const float* bias);
 
+/// How many threads the channel-lane weight gradient can keep busy: one per vector of output
+/// channels (each vector's sums run over the images in order, as each channel's do in
+/// conv_thin.cpp); with more threads than that, conv_thin.cpp's kernel, one channel a thread,
+/// uses them all for the same bits.
+std::int64_t channel_lanes_weight_gradient_threads(const ThinPooledLayer& layer);
+
 /// thin_conv2d_weight_gradient_through_max_pool's weight gradient [O, C, 3, 3] and bias
 /// gradient [O] (or nullptr), the same bits, from the pooled gradient in blocks and the records.
 template <class T>

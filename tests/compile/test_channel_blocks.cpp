@@ -125,6 +125,9 @@ TEST_F(ChannelBlocks, EachFusedKernelComputesInBlocksWhatItComputesInNchw) {
 // 3 input channels, an odd size (a row and a column no window covers) and a row stride, with
 // finite inputs (a NaN makes every weight gradient NaN, which hides the sums).
 TEST_F(ChannelBlocks, TheThinKernelsComputeInLanesWhatTheyComputeInNchw) {
+  // Two threads: the lanes' weight gradient runs one vector of 16 channels a thread, and with
+  // more threads than vectors the one-channel-a-thread kernel takes over.
+  set_num_threads(2);
   const BackendKernels& cpu = registered_kernels(DeviceType::CPU);
   const std::int64_t n = 3, c = 32;
   for (const DType dtype : {kFloat32, kBFloat16}) {
