@@ -380,6 +380,20 @@ void pool_row_pairs(const float* top, const float* bottom, std::int64_t count, s
   }
 }
 
+/// A weight or bias in float, which the kernels read (null when undefined): the tensor's own
+/// data for Float32, a widened copy in `copy` for a half type.
+template <class T>
+const float* as_float(const Tensor& t, std::vector<float>& copy) {
+  if (!t.defined()) return nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    return t.data_ptr<float>();
+  } else {
+    copy.resize(static_cast<std::size_t>(t.numel()));
+    widen(t.data_ptr<T>(), t.numel(), copy.data());
+    return copy.data();
+  }
+}
+
 template <class T>
 void thin_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Im2ColGeometry& g, bool relu, const PooledOutput<T>* pool = nullptr) {
@@ -410,20 +424,9 @@ void thin_forward(const Tensor& out, const Tensor& input, const Tensor& weight, 
       (relu ? &narrow_relu<T> : &narrow<T>)(rows + ob * row_width, OW, y + ((n * O + o + ob) * OH + oy) * OW);
     }
   };
-  // The weights and bias in float, which the kernels read (copies only for a half type).
   std::vector<float> wide_weight, wide_bias;
-  const auto as_float = [](const Tensor& t, std::vector<float>& copy) -> const float* {
-    if (!t.defined()) return nullptr;
-    if constexpr (std::is_same_v<T, float>) {
-      return t.data_ptr<float>();
-    } else {
-      copy.resize(static_cast<std::size_t>(t.numel()));
-      widen(t.data_ptr<T>(), t.numel(), copy.data());
-      return copy.data();
-    }
-  };
-  const float* w = as_float(weight, wide_weight);
-  const float* b = as_float(bias, wide_bias);
+  const float* w = as_float<T>(weight, wide_weight);
+  const float* b = as_float<T>(bias, wide_bias);
   const PaddedImage padded(g);
   const bool unrolled = g.stride_w == 1 && KH == 3 && KW == 3;
   constexpr int kBlock = 8;  // output channels per pass of forward_rows
@@ -500,25 +503,25 @@ void thin_conv2d_weight_gradient_through_max_pool(const Tensor& grad_weight, con
   if (grad_weight.is_meta()) return;
   profiler::note_route(profiler::Route::Thin);
   dispatch_dtype<ThinTypes>(input.dtype(), "thin_conv2d_weight_gradient_through_max_pool", [&]<typename T>() {
-    const PaddedImage padded(g);
-    std::vector<std::int64_t> padded_position(static_cast<std::size_t>(g.out_h * g.out_w));
-    for (std::int64_t i = 0; i < g.out_h * g.out_w; ++i) {
-      padded_position[static_cast<std::size_t>(i)] = i / g.out_w * padded.row_width + i % g.out_w;
-    }
     const bool records = holds_pool_records(indices);
     KILN_CHECK(records || !holds_channel_blocks(values),
                "thin_conv2d_weight_gradient_through_max_pool: pooled values in channel blocks need window records");
     const Shape pooled_sizes = nchw_sizes(grad_pooled);
-    const ThinPooledLayer layer{input.sizes()[0], input.sizes()[1], grad_weight.sizes()[0], g,
-                                holds_channel_blocks(grad_pooled) ? grad_pooled.sizes()[4] : 0,
-                                nchw_sizes(grad_pooled)[2], nchw_sizes(grad_pooled)[3]};
+    const std::int64_t grad_block = holds_channel_blocks(grad_pooled) ? grad_pooled.sizes()[4] : 0;
+    const ThinPooledLayer layer{input.sizes()[0], input.sizes()[1], grad_weight.sizes()[0], g, grad_block,
+                                pooled_sizes[2], pooled_sizes[3]};
     if (records && channel_lanes_take(layer) && channel_lanes_weight_gradient_threads(layer) >= threads_for_region()) {
       return channel_lanes_weight_gradient_through_max_pool<T>(
           layer, grad_weight.data_ptr<T>(), grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr,
           grad_pooled.data_ptr<T>(), indices.data_ptr<std::uint8_t>(), input.data_ptr<T>());
     }
+    const PaddedImage padded(g);
+    std::vector<std::int64_t> padded_position(static_cast<std::size_t>(g.out_h * g.out_w));
+    for (std::int64_t i = 0; i < g.out_h * g.out_w; ++i) {
+      padded_position[static_cast<std::size_t>(i)] = i / g.out_w * padded.row_width + i % g.out_w;
+    }
     const PooledGradient<T> pooled{grad_pooled.data_ptr<T>(),
-                                   holds_channel_blocks(grad_pooled) ? grad_pooled.sizes()[4] : 0,
+                                   grad_block,
                                    pooled_sizes[1],
                                    records ? nullptr : indices.data_ptr<std::int64_t>(),
                                    records ? indices.data_ptr<std::uint8_t>() : nullptr,
@@ -548,14 +551,9 @@ void thin_conv2d_forward_relu_max_pool(const Tensor& values, const Tensor& indic
     const ThinPooledLayer layer{input.sizes()[0], input.sizes()[1], weight.sizes()[0], g, pooled.values_block,
                                 pool.out_h, pool.out_w};
     if (records && channel_lanes_take(layer)) {
-      std::vector<float> wide_weight(static_cast<std::size_t>(weight.numel())), wide_bias;
-      widen(weight.data_ptr<T>(), weight.numel(), wide_weight.data());
-      if (bias.defined()) {
-        wide_bias.resize(static_cast<std::size_t>(bias.numel()));
-        widen(bias.data_ptr<T>(), bias.numel(), wide_bias.data());
-      }
+      std::vector<float> wide_weight, wide_bias;
       return channel_lanes_forward_relu_max_pool<T>(layer, pooled.values, pooled.records, input.data_ptr<T>(),
-                                                    wide_weight.data(), bias.defined() ? wide_bias.data() : nullptr);
+                                                    as_float<T>(weight, wide_weight), as_float<T>(bias, wide_bias));
     }
     thin_forward<T>(Tensor(), input, weight, bias, g, /*relu=*/true, &pooled);
   });
