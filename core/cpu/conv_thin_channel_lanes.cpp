@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/cpu/block_lanes.h"
 #include "core/cpu/channel_blocks.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/pool_record.h"
@@ -171,18 +172,6 @@ std::vector<Channels> weights_in_lanes(const float* weight, std::int64_t output_
   return lanes;
 }
 
-/// Bytes as lanes of 32 bits (one vpmovzxbd with AVX-512; GCC's __builtin_convertvector made a
-/// chain of scalar inserts of it).
-ChannelBits widen_bytes(const std::uint8_t* p) {
-#ifdef __AVX512F__
-  return std::bit_cast<ChannelBits>(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-#else
-  ChannelBits lanes;
-  for (std::int64_t l = 0; l < kChannelLanes; ++l) lanes[l] = p[l];
-  return lanes;
-#endif
-}
-
 /// Each window's four cells' gradients for its lanes, in unpool_plane's cell order, as it
 /// makes them: the window's gradient in the cell its record names if relu let it through, 0
 /// elsewhere. Made once a window, so that a pixel's gradient is one load.
@@ -190,7 +179,7 @@ template <class T>
 void cell_gradients(const std::uint8_t* window_records, const T* grad, std::int64_t windows, std::int64_t block,
                     Channels* cells) {
   for (std::int64_t w = 0; w < windows; ++w) {
-    const ChannelBits record = widen_bytes(window_records + w * kChannelLanes);
+    const auto record = std::bit_cast<ChannelBits>(widen_lane_bytes<float, kChannelLanes>(window_records + w * kChannelLanes));
     const Channels passed = (record & 4u) != 0u ? load_channels(grad + w * block) : Channels{};
     for (std::uint32_t cell = 0; cell < 4; ++cell) cells[w * 4 + cell] = (record & 3u) == cell ? passed : Channels{};
   }

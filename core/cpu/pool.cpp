@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/cpu/block_lanes.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/pool_record.h"
@@ -286,10 +287,16 @@ void pool_channel_block(const T* block, T* values, std::int64_t* indices, std::i
 // memcpy of its input on a Zen 4 (AVX-512), 10x in BFloat16. The 2x2 kernels below pool a run
 // of windows into a small buffer, a window to a row, each tap one call over contiguous lanes,
 // and then store each lane's run of windows to its plane in one go; the unpool reads its
-// gradients and records the same way and writes each window's four cells whole. The rule, the
-// taps' order and each sum are the ones above (tests/core/test_pool.cpp,
-// tests/compile/test_pool_records.cpp), and BM_MaxPool2dReluChannelBlockedConv2Output and its
-// backward measure them beside the memcpy.
+// gradients and records the same way and writes each window's four cells whole. A window's
+// lanes are one vector (core/cpu/block_lanes.h), and the runs move between planes and rows in
+// 16 x 16 tiles (transpose_tiles.h): written as loops over B lanes, GCC had compiled the window
+// into half-width vectors, lane extracts and a scalar widening per record byte, and on the Zen 4
+// here (2 threads, BM_MaxPool2dReluChannelBlockedConv2Output and its backward, the two builds
+// turn by turn) the vectors took the BFloat16 pool from 0.29 to 0.18-0.20 ms, its unpool from
+// 0.26 to 0.13, the Float32 pool from 0.24-0.26 to 0.16-0.23 and its unpool from 0.18 to
+// 0.15-0.17 (a memcpy of the Float32 input: 0.19). The rule, the taps' order and each sum are
+// the ones above, down to the sign of a zero and a NaN's bits (tests/core/test_pool.cpp,
+// tests/compile/test_pool_records.cpp).
 
 /// pool_channel_block for a 2x2 pool of stride 2 whose windows are all whole
 /// (pools_whole_2x2_windows): the same rule over the same four taps in the same order, written
@@ -299,75 +306,57 @@ template <int B, bool Relu, class T>
 void pool_channel_block_2x2(const T* block, T* values, std::int64_t* indices, std::uint8_t* records,
                             std::int64_t lanes, std::int64_t out_h, std::int64_t out_w, std::int64_t width,
                             const ChannelBlockedLayout& layout) {
-  using M = OpMath<T>;
+  using Lanes = BlockLanes<T, B>;
+  using Mask = BlockMask<T, B>;
   constexpr std::int64_t kRun = 64;  // windows per run: a plane of conv2's 7x7 output in one
   const std::int64_t plane_out = out_h * out_w;
-  auto read = [](T v) {
-    const M m = to_op_math(v);
-    if constexpr (Relu) return select(m < M(0), M(0), m);
-    return m;
+  const auto read = [](const T* at) {
+    const Lanes v = load_lanes<B>(at);
+    if constexpr (Relu) return v < Lanes{} ? Lanes{} : v;
+    return v;
   };
-  M run_values[kRun][B];  // in M: a 4-byte transpose vectorises where a 2-byte one did not
-  std::int32_t run_records[kRun][B];  // pool_record in int lanes: the winning tap, relu's verdict
+  T run_values[kRun][B];
+  std::uint8_t run_records[kRun][B];
   for (std::int64_t first = 0; first < plane_out; first += kRun) {
     const std::int64_t count = std::min(kRun, plane_out - first);
     for (std::int64_t i = 0, o = first; i < count; ++i, ++o) {
       const std::int64_t py = o / out_w, px = o % out_w;
       const T* top = block + block_offset(layout, 2 * py, 2 * px);
       const T* bottom = top + layout.stride_h;
-      M best[B];
-      std::int32_t at[B];  // the winning tap: its row in bit 1, its column in bit 0
-      for (int l = 0; l < B; ++l) {
-        best[l] = read(top[l]);
-        at[l] = 0;
-      }
-      // One call per tap, in pool_plane's order, each a B-lane step over contiguous lanes.
-      const auto tap = [&](const T* lanes_at, std::int32_t t) {
-        for (int l = 0; l < B; ++l) {
-          const M val = read(lanes_at[l]);
-          const bool take = !(val <= best[l]) & (best[l] == best[l]);  // the rule in pool_plane
-          best[l] = select(take, val, best[l]);
-          at[l] = select(take, t, at[l]);
-        }
+      Lanes best = read(top);
+      Mask at{};  // the winning tap: its row in bit 1, its column in bit 0
+      // The taps in pool_plane's order, each lane by pool_plane's rule.
+      const auto tap = [&](const T* lanes_at, int t) {
+        const Lanes value = read(lanes_at);
+        const Mask take = ~(value <= best) & (best == best);
+        best = take ? value : best;
+        at = take ? Mask{} + t : at;
       };
       tap(top + layout.stride_w, 1);
       tap(bottom, 2);
       tap(bottom + layout.stride_w, 3);
       // best is a value as read (or relu's +0), so storing it rounds nothing but a NaN's
       // payload, and relu's verdict on it is the verdict on the stored value.
-      for (int l = 0; l < B; ++l) run_values[i][l] = best[l];
-      for (int l = 0; l < B; ++l) run_records[i][l] = pool_record<std::int32_t>(at[l] >> 1, at[l] & 1, !(best[l] <= 0));
+      store_lanes<B>(run_values[i], best);
+      const Mask passes = ~(best <= Lanes{});
+      store_lane_bytes<T, B>(run_records[i], at | (passes & pool_record<int>(false, false, true)));
     }
-    // A 2-byte type's run of values and records goes out in 16 x 16 tiles (transpose_tiles.h):
-    // the lane-by-lane stores below stayed scalar in BFloat16, and conv2's pooled forward in the
-    // compiled BFloat16 CNN step took 2.35 ms instead of 2.23 (Zen 4, one process, 30 steps).
-    // Float32's stores vectorise as they are (the tiles gained nothing there).
-    if constexpr (sizeof(T) == 2) {
-      if (records != nullptr) {
-        T run_stored[kRun][B];
-        std::uint8_t run_bytes[kRun][B];
-        for (std::int64_t i = 0; i < count; ++i) {
-          for (int l = 0; l < B; ++l) {
-            run_stored[i][l] = from_op_math<T>(run_values[i][l]);
-            run_bytes[i][l] = static_cast<std::uint8_t>(run_records[i][l]);
-          }
-        }
-        transpose(&run_stored[0][0], B, count, lanes, values + first, plane_out);
-        transpose(&run_bytes[0][0], B, count, lanes, records + first, plane_out);
-        continue;
+    // Each lane's run of windows goes to its plane through 16 x 16 tiles (transpose_tiles.h).
+    if constexpr (sizeof(T) <= 4) {
+      transpose(&run_values[0][0], B, count, lanes, values + first, plane_out);
+    } else {
+      for (std::int64_t l = 0; l < lanes; ++l) {
+        for (std::int64_t i = 0; i < count; ++i) values[l * plane_out + first + i] = run_values[i][l];
       }
     }
+    if (records != nullptr) {
+      transpose(&run_records[0][0], B, count, lanes, records + first, plane_out);
+      continue;
+    }
     for (std::int64_t l = 0; l < lanes; ++l) {
-      T* lane_values = values + l * plane_out + first;
-      for (std::int64_t i = 0; i < count; ++i) lane_values[i] = from_op_math<T>(run_values[i][l]);
-      if (records != nullptr) {
-        std::uint8_t* lane_records = records + l * plane_out + first;
-        for (std::int64_t i = 0; i < count; ++i) lane_records[i] = static_cast<std::uint8_t>(run_records[i][l]);
-      } else {
-        std::int64_t* lane_indices = indices + l * plane_out + first;
-        for (std::int64_t i = 0, o = first; i < count; ++i, ++o) {
-          lane_indices[i] = pool_record_winner(static_cast<std::uint8_t>(run_records[i][l]), o / out_w, o % out_w, width);
-        }
+      std::int64_t* lane_indices = indices + l * plane_out + first;
+      for (std::int64_t i = 0, o = first; i < count; ++i, ++o) {
+        lane_indices[i] = pool_record_winner(run_records[i][l], o / out_w, o % out_w, width);
       }
     }
   }
@@ -433,7 +422,8 @@ void unpool_channel_block(T* block, const T* grad, const T* values, const std::i
 template <int B, class T>
 void unpool_channel_block_2x2(T* block, const T* grad, const std::uint8_t* records, std::int64_t lanes,
                               std::int64_t height, std::int64_t width, std::int64_t out_h, std::int64_t out_w) {
-  using M = OpMath<T>;
+  using Lanes = BlockLanes<T, B>;
+  using Mask = BlockMask<T, B>;
   constexpr std::int64_t kRun = 64;
   const std::int64_t plane_out = out_h * out_w;
   // The last row and column of an odd plane are in no window.
@@ -441,32 +431,39 @@ void unpool_channel_block_2x2(T* block, const T* grad, const std::uint8_t* recor
   for (std::int64_t y = 0; y < 2 * out_h && 2 * out_w < width; ++y) {
     std::fill_n(block + (y * width + 2 * out_w) * B, (width - 2 * out_w) * B, T(0));
   }
-  M run_grad[kRun][B];
-  std::int32_t run_records[kRun][B];
+  T run_grad[kRun][B];
+  std::uint8_t run_records[kRun][B];
+  // The lanes no plane fills (a padded last block) keep a record that passes nothing, so their
+  // cells get +0 whatever their gradient lanes hold.
+  if (lanes < B) std::fill_n(&run_records[0][0], kRun * B, std::uint8_t{0});
   for (std::int64_t first = 0; first < plane_out; first += kRun) {
     const std::int64_t count = std::min(kRun, plane_out - first);
-    for (std::int64_t l = 0; l < B; ++l) {
-      const bool real = l < lanes;
-      for (std::int64_t i = 0; i < count; ++i) {
-        run_grad[i][l] = real ? to_op_math(grad[l * plane_out + first + i]) : M(0);
-        run_records[i][l] = real ? records[l * plane_out + first + i] : 0;
+    if constexpr (sizeof(T) <= 4) {
+      transpose(grad + first, plane_out, lanes, count, &run_grad[0][0], B);
+    } else {
+      for (std::int64_t l = 0; l < lanes; ++l) {
+        for (std::int64_t i = 0; i < count; ++i) run_grad[i][l] = grad[l * plane_out + first + i];
       }
     }
+    transpose(records + first, plane_out, lanes, count, &run_records[0][0], B);
     for (std::int64_t i = 0, o = first; i < count; ++i, ++o) {
       const std::int64_t py = o / out_w, px = o % out_w;
-      // One call per cell (a pointer array indexed by the tap made compilers scatter).
-      const auto cell = [&](T* lanes_at, std::int32_t tap) {
-        for (int l = 0; l < B; ++l) {
-          const std::int32_t record = run_records[i][l];
-          const bool adds = (pool_record_cell(record) == tap) & pool_record_passes(record);
-          lanes_at[l] = from_op_math<T>(M(0) + select(adds, run_grad[i][l], M(0)));
-        }
+      const Mask record = widen_lane_bytes<T, B>(run_records[i]);
+      const Lanes passed = (record & pool_record<int>(false, false, true)) != Mask{} ? load_lanes<B>(run_grad[i]) : Lanes{};
+      // A window's cells are +0 plus its gradient or plus +0, in pool_plane's tap order: the
+      // winner's bits are made once, the others are +0's (all bits clear).
+      using Bits = BlockBits<T, B>;
+      const Bits winner = lanes_as_bits<B, T>(Lanes{} + passed);
+      const Bits cell = __builtin_convertvector(record & 3, Bits);
+      const auto write = [&](T* lanes_at, int tap) {
+        const Bits bits = cell == static_cast<std::remove_cvref_t<decltype(Bits{}[0])>>(tap) ? winner : Bits{};
+        std::memcpy(static_cast<void*>(lanes_at), &bits, sizeof(bits));
       };
       T* top = block + (2 * py * width + 2 * px) * B;
-      cell(top, 0);
-      cell(top + B, 1);
-      cell(top + width * B, 2);
-      cell(top + (width + 1) * B, 3);
+      write(top, 0);
+      write(top + B, 1);
+      write(top + width * B, 2);
+      write(top + (width + 1) * B, 3);
     }
   }
 }

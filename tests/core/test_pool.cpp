@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/pool_record.h"
+#include "core/half.h"
 #include "core/ops/conv.h"
 #include "kiln.h"
 
@@ -205,6 +207,56 @@ TEST_P(MaxPoolKernel, TheChannelBlockedKernelsAreThePlainOnesBitForBit) {
                                                              relu ? values : Tensor(), g);
         EXPECT_TRUE(equal(got_grad, channel_blocked(plain_grad, block).first)) << what << (relu ? ", relu" : "");
       }
+    }
+  }
+}
+
+/// Whether two contiguous tensors hold the same bytes: signs of zero and NaN payloads included.
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data_ptr(), b.raw_data_ptr(), a.nbytes()) == 0;
+}
+
+/// Sets element i of a Float32 or BFloat16 tensor to the value with these bits (a float's, of
+/// which BFloat16 keeps the upper half).
+void set_bits(const Tensor& t, std::int64_t i, std::uint32_t bits) {
+  if (t.dtype() == kFloat32) {
+    std::memcpy(t.data_ptr<float>() + i, &bits, sizeof(bits));
+  } else {
+    const auto half = static_cast<std::uint16_t>(bits >> 16);
+    std::memcpy(static_cast<void*>(t.data_ptr<Eigen::bfloat16>() + i), &half, sizeof(half));
+  }
+}
+
+TEST(MaxPoolChannelBlocked, The2x2KernelsWriteTheBitsThePlainOnesWrite) {
+  // The whole-window kernels that pool and unpool a block's lanes as vectors (compiled CNN
+  // steps) against the plain kernels, byte for byte: a gradient of -0 lands as +0 (the sum +0
+  // + -0), and a NaN with a payload is stored as the quiet NaN from_op_math makes of it.
+  const std::int64_t n = 2, channels = 20, h = 6, w = 6;
+  const Im2ColGeometry g = ops::im2col_geometry({n, channels, h, w}, {2, 2}, {1, 1}, {0, 0}, {2, 2});
+  ASSERT_TRUE(cpu::pools_whole_2x2_windows(g));
+  manual_seed(11);
+  for (const DType dtype : {kFloat32, kBFloat16}) {
+    const TensorOptions options = TensorOptions().dtype(dtype);
+    Tensor x = randint(-1, 3, {n, channels, h, w}).to(dtype);
+    for (std::int64_t i = 3; i < x.numel(); i += 29) set_bits(x, i, 0x7f810000u);   // a signalling NaN
+    for (std::int64_t i = 17; i < x.numel(); i += 43) set_bits(x, i, 0xffc50000u);  // a negative quiet one
+    const Tensor values = empty({n, channels, g.out_h, g.out_w}, options);
+    const Tensor indices = empty(values.sizes(), TensorOptions().dtype(kInt64));
+    cpu::max_pool2d_kernel(values, indices, x.relu(), g);
+    Tensor grad_output = randn(values.sizes()).to(dtype);
+    for (std::int64_t i = 0; i < grad_output.numel(); i += 5) set_bits(grad_output, i, 0x80000000u);  // -0
+    for (std::int64_t i = 2; i < grad_output.numel(); i += 31) set_bits(grad_output, i, 0x7f820000u);
+    const Tensor plain_grad = empty_like(x);
+    cpu::max_pool2d_backward_relu_kernel(plain_grad, grad_output, indices, values);
+    for (const std::int64_t block : {8, 16}) {
+      const std::string what = std::string(dtype_name(dtype)) + ", block " + std::to_string(block);
+      const auto [blocked, layout] = channel_blocked(x, block);
+      const Tensor got_values = empty_like(values), records = empty(values.sizes(), TensorOptions().dtype(kUInt8));
+      cpu::max_pool2d_channel_blocked_kernel(got_values, records, blocked, layout, g, /*relu=*/true);
+      EXPECT_TRUE(same_bytes(got_values, values)) << what;
+      const Tensor got_grad = full({layout.elements}, 7.0, options);
+      cpu::max_pool2d_backward_relu_channel_blocked_kernel(got_grad, layout, grad_output, records, Tensor(), g);
+      EXPECT_TRUE(same_bytes(got_grad, channel_blocked(plain_grad, block).first)) << what;
     }
   }
 }
