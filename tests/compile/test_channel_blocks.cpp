@@ -158,20 +158,22 @@ TEST_F(ChannelBlocks, TheThinKernelsComputeInLanesWhatTheyComputeInNchw) {
             const Tensor blocked_values = empty({n, c / block, ph, pw, block}, dtype);
             const Tensor blocked_records = empty_like(records);
             cpu.conv2d.forward_relu_max_pool(blocked_values, blocked_records, x, w, b, conv_g, pool_g, 1);
-            EXPECT_TRUE(testing::same_bits(from_blocks(blocked_values), values)) << what << ", block " << block;
+            EXPECT_TRUE(testing::same_bytes(from_blocks(blocked_values), values)) << what << ", block " << block;
             EXPECT_TRUE(equal(blocked_records, records)) << what << ", block " << block;
             const Tensor dw2 = empty_like(dw), db2 = empty_like(db);
             cpu.conv2d.backward_weight_bias_through_max_pool(dw2, db2, to_blocks(grad, block), records,
                                                              blocked_values, x, conv_g, 1);
             EXPECT_TRUE(testing::same_bits(dw2, dw)) << what << ", block " << block;
             EXPECT_TRUE(testing::same_bits(db2, db)) << what << ", block " << block;
-            // A NaN pixel: its windows pool NaN by the first-NaN rule, stored as T's NaN.
+            // NaN pixels, one with a payload and one negative: their windows pool NaN by the
+            // first-NaN rule, stored as T's quiet NaN of its sign.
             const Tensor nan_x = x.clone();
-            nan_x.view({-1}).narrow(0, size + 4, 1).fill_(std::nan(""));
+            testing::set_bits(nan_x, size + 4, 0x7fa10000u);
+            testing::set_bits(nan_x, 3 * size + 9, 0xffc20000u);
             const Tensor nan_values = empty_like(values), nan_records = empty_like(records);
             cpu.conv2d.forward_relu_max_pool(nan_values, nan_records, nan_x, w, b, conv_g, pool_g, 1);
             cpu.conv2d.forward_relu_max_pool(blocked_values, blocked_records, nan_x, w, b, conv_g, pool_g, 1);
-            EXPECT_TRUE(testing::same_bits(from_blocks(blocked_values), nan_values)) << what << ", NaN, block " << block;
+            EXPECT_TRUE(testing::same_bytes(from_blocks(blocked_values), nan_values)) << what << ", NaN, block " << block;
             EXPECT_TRUE(equal(blocked_records, nan_records)) << what << ", NaN, block " << block;
             EXPECT_GT(nan_values.ne(nan_values).sum().item<double>(), 0) << what;
           }

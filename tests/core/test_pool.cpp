@@ -8,14 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/pool_record.h"
-#include "core/half.h"
 #include "core/ops/conv.h"
 #include "kiln.h"
+#include "support/test_util.h"
 
 namespace kiln {
 namespace {
@@ -211,22 +210,6 @@ TEST_P(MaxPoolKernel, TheChannelBlockedKernelsAreThePlainOnesBitForBit) {
   }
 }
 
-/// Whether two contiguous tensors hold the same bytes: signs of zero and NaN payloads included.
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data_ptr(), b.raw_data_ptr(), a.nbytes()) == 0;
-}
-
-/// Sets element i of a Float32 or BFloat16 tensor to the value with these bits (a float's, of
-/// which BFloat16 keeps the upper half).
-void set_bits(const Tensor& t, std::int64_t i, std::uint32_t bits) {
-  if (t.dtype() == kFloat32) {
-    std::memcpy(t.data_ptr<float>() + i, &bits, sizeof(bits));
-  } else {
-    const auto half = static_cast<std::uint16_t>(bits >> 16);
-    std::memcpy(static_cast<void*>(t.data_ptr<Eigen::bfloat16>() + i), &half, sizeof(half));
-  }
-}
-
 TEST(MaxPoolChannelBlocked, The2x2KernelsWriteTheBitsThePlainOnesWrite) {
   // The whole-window kernels that pool and unpool a block's lanes as vectors (compiled CNN
   // steps) against the plain kernels, byte for byte: a gradient of -0 lands as +0 (the sum +0
@@ -238,14 +221,14 @@ TEST(MaxPoolChannelBlocked, The2x2KernelsWriteTheBitsThePlainOnesWrite) {
   for (const DType dtype : {kFloat32, kBFloat16}) {
     const TensorOptions options = TensorOptions().dtype(dtype);
     Tensor x = randint(-1, 3, {n, channels, h, w}).to(dtype);
-    for (std::int64_t i = 3; i < x.numel(); i += 29) set_bits(x, i, 0x7f810000u);   // a signalling NaN
-    for (std::int64_t i = 17; i < x.numel(); i += 43) set_bits(x, i, 0xffc50000u);  // a negative quiet one
+    for (std::int64_t i = 3; i < x.numel(); i += 29) testing::set_bits(x, i, 0x7f810000u);   // a signalling NaN
+    for (std::int64_t i = 17; i < x.numel(); i += 43) testing::set_bits(x, i, 0xffc50000u);  // a negative quiet one
     const Tensor values = empty({n, channels, g.out_h, g.out_w}, options);
     const Tensor indices = empty(values.sizes(), TensorOptions().dtype(kInt64));
     cpu::max_pool2d_kernel(values, indices, x.relu(), g);
     Tensor grad_output = randn(values.sizes()).to(dtype);
-    for (std::int64_t i = 0; i < grad_output.numel(); i += 5) set_bits(grad_output, i, 0x80000000u);  // -0
-    for (std::int64_t i = 2; i < grad_output.numel(); i += 31) set_bits(grad_output, i, 0x7f820000u);
+    for (std::int64_t i = 0; i < grad_output.numel(); i += 5) testing::set_bits(grad_output, i, 0x80000000u);  // -0
+    for (std::int64_t i = 2; i < grad_output.numel(); i += 31) testing::set_bits(grad_output, i, 0x7f820000u);
     const Tensor plain_grad = empty_like(x);
     cpu::max_pool2d_backward_relu_kernel(plain_grad, grad_output, indices, values);
     for (const std::int64_t block : {8, 16}) {
@@ -253,10 +236,10 @@ TEST(MaxPoolChannelBlocked, The2x2KernelsWriteTheBitsThePlainOnesWrite) {
       const auto [blocked, layout] = channel_blocked(x, block);
       const Tensor got_values = empty_like(values), records = empty(values.sizes(), TensorOptions().dtype(kUInt8));
       cpu::max_pool2d_channel_blocked_kernel(got_values, records, blocked, layout, g, /*relu=*/true);
-      EXPECT_TRUE(same_bytes(got_values, values)) << what;
+      EXPECT_TRUE(testing::same_bytes(got_values, values)) << what;
       const Tensor got_grad = full({layout.elements}, 7.0, options);
       cpu::max_pool2d_backward_relu_channel_blocked_kernel(got_grad, layout, grad_output, records, Tensor(), g);
-      EXPECT_TRUE(same_bytes(got_grad, channel_blocked(plain_grad, block).first)) << what;
+      EXPECT_TRUE(testing::same_bytes(got_grad, channel_blocked(plain_grad, block).first)) << what;
     }
   }
 }

@@ -2,6 +2,7 @@
 #include "support/test_util.h"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +13,24 @@ std::vector<double> values(const Tensor& t) {
   const Tensor c = t.detach().to(kCPU).to(kFloat64).contiguous();
   const double* p = c.data_ptr<double>();
   return std::vector<double>(p, p + c.numel());
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.raw_data_ptr(), y.raw_data_ptr(), x.nbytes()) == 0;
+}
+
+void set_bits(const Tensor& t, std::int64_t i, std::uint32_t float_bits) {
+  KILN_CHECK(t.is_contiguous() && (t.dtype() == kFloat32 || t.dtype() == kBFloat16),
+             "set_bits: a contiguous Float32 or BFloat16 tensor expected");
+  auto* bytes = static_cast<unsigned char*>(t.raw_data_ptr());
+  if (t.dtype() == kFloat32) {
+    std::memcpy(bytes + i * 4, &float_bits, 4);
+  } else {
+    const auto upper = static_cast<std::uint16_t>(float_bits >> 16);
+    std::memcpy(bytes + i * 2, &upper, 2);
+  }
 }
 
 std::string read_text(const std::filesystem::path& path) {

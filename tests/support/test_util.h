@@ -20,6 +20,14 @@ std::vector<double> values(const Tensor& t);
 /// Passes when two tensors have equal shapes and values within `tol`.
 ::testing::AssertionResult tensors_near(const Tensor& actual, const Tensor& expected, double tol = 1e-6);
 
+/// Whether two tensors hold the same bytes in row-major order: the sign of a zero and a NaN's
+/// payload included, which value comparisons do not see.
+bool same_bytes(const Tensor& a, const Tensor& b);
+
+/// Sets element i (row-major) of a contiguous Float32 or BFloat16 tensor to the value with these
+/// float bits (BFloat16 keeps their upper half): a NaN with a payload, a -0.
+void set_bits(const Tensor& t, std::int64_t i, std::uint32_t float_bits);
+
 /// A dataset of n examples whose data ([1] Float32) and target (Int64) are both i: batches
 /// show at a glance which examples they hold and in what order.
 std::shared_ptr<data::TensorDataset> numbers(std::int64_t n);
