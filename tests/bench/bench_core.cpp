@@ -42,6 +42,17 @@ void BM_TensorCopy(benchmark::State& state) {
 }
 BENCHMARK(BM_TensorCopy)->RangeMultiplier(10)->Range(1000, 10'000'000);
 
+// copy_ between Float32 and BFloat16 (autocast's casts of a weight and of its gradient), fc1's
+// weight of the CNN: bytes are those of the Float32 side, as BM_Memcpy's of its buffer.
+void BM_CopyConvertingDtype(benchmark::State& state) {
+  const bool to_bfloat16 = state.range(0) == 1;
+  const Tensor from = randn({128, 3136}).to(to_bfloat16 ? kFloat32 : kBFloat16);
+  const Tensor to = empty({128, 3136}, to_bfloat16 ? kBFloat16 : kFloat32);
+  for (auto _ : state) to.copy_(from);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 128 * 3136 * 4);
+}
+BENCHMARK(BM_CopyConvertingDtype)->ArgName("to_bfloat16")->Arg(0)->Arg(1)->UseRealTime();
+
 void BM_FromBlob(benchmark::State& state) {
   const auto n = static_cast<std::int64_t>(state.range(0));
   auto src = std::make_shared<std::vector<float>>(static_cast<std::size_t>(n), 1.0f);
