@@ -226,16 +226,22 @@ std::vector<Channels> weights_in_lanes(const float* weight, std::int64_t output_
   return lanes;
 }
 
-/// Each window's four cells' gradients for its lanes, in unpool_plane's cell order, as it
-/// makes them: the window's gradient in the cell its record names if relu let it through, 0
-/// elsewhere. Made once a window, so that a pixel's gradient is one load.
+/// The unpooled gradient plane of a group's lanes, as unpool_plane makes it: each window's
+/// gradient in the cell its record names if relu let it through, 0 in its other cells. Made
+/// once an image, so that a pixel's gradient is one load at its own position; the cells no
+/// window covers (an odd last row or column) are never written and stay the 0 they start as.
 template <class T>
-void cell_gradients(const std::uint8_t* window_records, const T* grad, std::int64_t windows, std::int64_t block,
-                    Channels* cells) {
-  for (std::int64_t w = 0; w < windows; ++w) {
-    const auto record = std::bit_cast<ChannelBits>(widen_lane_bytes<float, kChannelLanes>(window_records + w * kChannelLanes));
-    const Channels passed = (record & 4u) != 0u ? load_channels(grad + w * block) : Channels{};
-    for (std::uint32_t cell = 0; cell < 4; ++cell) cells[w * 4 + cell] = (record & 3u) == cell ? passed : Channels{};
+void cell_gradients(const std::uint8_t* window_records, const T* grad, const ThinPooledLayer& layer,
+                    std::int64_t width, Channels* plane) {
+  for (std::int64_t py = 0, w = 0; py < layer.pool_h; ++py) {
+    for (std::int64_t px = 0; px < layer.pool_w; ++px, ++w) {
+      const auto record = std::bit_cast<ChannelBits>(widen_lane_bytes<float, kChannelLanes>(window_records + w * kChannelLanes));
+      const Channels passed = (record & 4u) != 0u ? load_channels(grad + w * layer.block) : Channels{};
+      Channels* top = plane + 2 * py * width + 2 * px;
+      for (std::uint32_t cell = 0; cell < 4; ++cell) {
+        top[cell / 2 * width + cell % 2] = (record & 3u) == cell ? passed : Channels{};
+      }
+    }
   }
 }
 
@@ -369,12 +375,11 @@ void weight_gradient_pooled(const ThinPooledLayer& layer, T* grad_weight, T* gra
   const thin::PaddedImage padded(g);
   const std::int64_t plane_in = padded.in_height * padded.in_width, row = padded.in_width;
   const std::int64_t O = layer.output_channels, windows = layer.pool_h * layer.pool_w;
-  const std::int64_t pooled_rows = 2 * layer.pool_h, pooled_columns = 2 * layer.pool_w;
   // Each group's sums run over the images in order, as each channel's do in conv_thin.cpp.
   parallel_for(0, O / kChannelLanes, 1, [&](std::int64_t group_begin, std::int64_t group_end) {
     std::vector<float> image(static_cast<std::size_t>(C * plane_in));
     std::vector<std::uint8_t> window_records(static_cast<std::size_t>(windows * kChannelLanes));
-    std::vector<Channels> window_cells(static_cast<std::size_t>(windows * 4));
+    std::vector<Channels> cell_plane(static_cast<std::size_t>(g.out_h * g.out_w));
     std::vector<Channels> row_lanes(static_cast<std::size_t>(g.out_h * kColumnLanes));
     std::vector<std::uint32_t> column_pairs(pairs_products<T> ? image.size() : 0), image_bits(column_pairs.size());
     for (std::int64_t group = group_begin; group < group_end; ++group) {
@@ -399,8 +404,8 @@ void weight_gradient_pooled(const ThinPooledLayer& layer, T* grad_weight, T* gra
         }
         transpose(records + (n * O + first) * windows, windows, kChannelLanes, windows, window_records.data(),
                   kChannelLanes);
-        cell_gradients(window_records.data(), pooled_run(grad_pooled, layer, n, first), windows, layer.block,
-                       window_cells.data());
+        cell_gradients(window_records.data(), pooled_run(grad_pooled, layer, n, first), layer, g.out_w,
+                       cell_plane.data());
         Channels image_sums[kTaps] = {};
         for (std::int64_t lane = 0; lane < kColumnLanes; ++lane) {
           Channels acc[kTaps] = {};
@@ -410,10 +415,8 @@ void weight_gradient_pooled(const ThinPooledLayer& layer, T* grad_weight, T* gra
             // unpool_plane's cell: the window's gradient if this cell won and relu passed it (a
             // -0 adds as the +0 there would: every sum starts at +0), else 0; cells no window
             // covers are 0.
-            const auto cell_gradient = [&](std::int64_t x) {
-              if (y >= pooled_rows || x >= pooled_columns) return Channels{};
-              return window_cells[static_cast<std::size_t>((y / 2 * layer.pool_w + x / 2) * 4 + y % 2 * 2 + x % 2)];
-            };
+            const Channels* plane_row = cell_plane.data() + y * g.out_w;
+            const auto cell_gradient = [&](std::int64_t x) { return plane_row[x]; };
             if constexpr (pairs_products<T>) {
 #ifdef __AVX512BF16__
               // Columns x and x + 8, one after the other in this lane, as one pair (Note

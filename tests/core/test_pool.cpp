@@ -155,7 +155,7 @@ TEST_P(MaxPoolKernel, TheChannelBlockedKernelsAreThePlainOnesBitForBit) {
   const std::int64_t n = 2, channels = 20;
   manual_seed(9);
   const Im2ColGeometry g = ops::im2col_geometry({n, channels, c.h, c.w}, {c.kh, c.kw}, {c.dh, c.dw}, {c.ph, c.pw}, {c.sh, c.sw});
-  for (const DType dtype : {kFloat64, kFloat32, kBFloat16}) {
+  for (const DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
     // Ties, zeros and negatives (relu's backward stops at a window whose value is not positive), and NaNs.
     Tensor x = randint(-1, 3, {n, channels, c.h, c.w}).to(dtype);
     for (std::int64_t i = 11; i < x.numel(); i += 37) x.view({-1}).narrow(0, i, 1).fill_(std::nan(""));
