@@ -78,19 +78,6 @@ using ChannelBytes = std::uint8_t __attribute__((vector_size(kChannelLanes)));
 /// conv_thin.cpp's chunk of output columns, whose lanes the weight gradient's sums follow.
 constexpr std::int64_t kColumnLanes = thin::kLanes;
 
-template <class T>
-Channels load_channels(const T* p) {
-  if constexpr (std::is_same_v<T, float>) {
-    Channels v;
-    std::memcpy(&v, p, sizeof(v));
-    return v;
-  } else {
-    ChannelHalves halves;
-    std::memcpy(&halves, p, sizeof(halves));
-    return std::bit_cast<Channels>(__builtin_convertvector(halves, ChannelBits) << 16);
-  }
-}
-
 /// Stores values that are already T's (stored_relu made them).
 template <class T>
 void store_channels(T* p, Channels v) {
@@ -236,7 +223,7 @@ void cell_gradients(const std::uint8_t* window_records, const T* grad, const Thi
   for (std::int64_t py = 0, w = 0; py < layer.pool_h; ++py) {
     for (std::int64_t px = 0; px < layer.pool_w; ++px, ++w) {
       const auto record = std::bit_cast<ChannelBits>(widen_lane_bytes<float, kChannelLanes>(window_records + w * kChannelLanes));
-      const Channels passed = (record & 4u) != 0u ? load_channels(grad + w * layer.block) : Channels{};
+      const Channels passed = (record & 4u) != 0u ? load_lanes<kChannelLanes>(grad + w * layer.block) : Channels{};
       Channels* top = plane + 2 * py * width + 2 * px;
       for (std::uint32_t cell = 0; cell < 4; ++cell) {
         top[cell / 2 * width + cell % 2] = (record & 3u) == cell ? passed : Channels{};
@@ -415,8 +402,7 @@ void weight_gradient_pooled(const ThinPooledLayer& layer, T* grad_weight, T* gra
             // unpool_plane's cell: the window's gradient if this cell won and relu passed it (a
             // -0 adds as the +0 there would: every sum starts at +0), else 0; cells no window
             // covers are 0.
-            const Channels* plane_row = cell_plane.data() + y * g.out_w;
-            const auto cell_gradient = [&](std::int64_t x) { return plane_row[x]; };
+            const Channels* cell_gradient = cell_plane.data() + y * g.out_w;
             if constexpr (pairs_products<T>) {
 #ifdef __AVX512BF16__
               // Columns x and x + 8, one after the other in this lane, as one pair (Note
@@ -425,7 +411,7 @@ void weight_gradient_pooled(const ThinPooledLayer& layer, T* grad_weight, T* gra
               const std::uint32_t* single_row = image_bits.data() + y * g.stride_h * row;
               for (std::int64_t x = lane; x < g.out_w; x += 2 * kColumnLanes) {
                 const bool pair = x + kColumnLanes < g.out_w;
-                const Channels first = cell_gradient(x), second = pair ? cell_gradient(x + kColumnLanes) : Channels{};
+                const Channels first = cell_gradient[x], second = pair ? cell_gradient[x + kColumnLanes] : Channels{};
                 row_sum += first;
                 if (pair) row_sum += second;
                 const ChannelBits gradients = bfloat16_pairs(first, second);
@@ -442,7 +428,7 @@ void weight_gradient_pooled(const ThinPooledLayer& layer, T* grad_weight, T* gra
 #endif
             } else {
               for (std::int64_t x = lane; x < g.out_w; x += kColumnLanes) {
-                const Channels d = cell_gradient(x);
+                const Channels d = cell_gradient[x];
                 row_sum += d;
                 for (int c = 0; c < C; ++c) {
                   for (int i = 0; i < 3; ++i) {
