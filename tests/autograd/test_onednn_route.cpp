@@ -151,6 +151,15 @@ TEST_F(OneDnnRoute, MatrixProductsOfEveryLayoutMatchTheEigenRoute) {
        {randn({64, 48}), randn({3, 48, 80})}},
       {"transposed left operand", [](const TensorList& x) { return x[0].t().mm(x[1]); },
        {randn({90, 70}), randn({90, 64})}},
+      // Attention's heads, [L, heads·head_dim] viewed as [heads, L, head_dim]: matrices that
+      // interleave, packed before the product (Note [Matrices of a batch that interleave]).
+      {"attention's Q·Kᵀ and P·V on interleaved heads",
+       [](const TensorList& x) {
+         auto heads = [](const Tensor& t) { return t.view({40, 8, 32}).transpose(0, 1); };
+         const Tensor scores = heads(x[0]).bmm(heads(x[1]).transpose(1, 2));
+         return scores.bmm(heads(x[2]));
+       },
+       {randn({40, 256}), randn({40, 256}), randn({40, 256})}},
   };
   for (const auto& [dtype, tol] : served_dtypes()) {
     const std::int64_t fallbacks = backends::onednn_stats().fallbacks;
