@@ -1,12 +1,13 @@
 // tests/bench/bench_matmul.cpp — matmul GFLOP/s beside raw Eigen GEMM on the same shapes
-// (square 64..1024, the MLP's 128x784 @ 784x512 and the CNN's fc1), and an MLP's backward
-// beside its forward.
+// (square 64..1024, the MLP's 128x784 @ 784x512 and the CNN's fc1), attention's scores on
+// interleaved heads beside packed ones, and an MLP's backward beside its forward.
 // Run: build/tests/bench/bench_matmul
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
 #include <cstring>
 
+#include "interleaved.h"
 #include "kiln.h"
 
 using namespace kiln;
@@ -61,6 +62,25 @@ void shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_EigenGemm)->Apply(shapes);
 BENCHMARK(BM_KilnMatmul)->Apply(shapes);
 BENCHMARK(BM_KilnMatmulTransposedWeight)->Apply(shapes);
+
+// Attention's scores Q·Kᵀ on train_charlm's heads (16 sequences of 64, 4 heads of 32): the
+// heads as MultiheadAttention makes them, views whose matrices interleave, timed turn by turn
+// against the same product on heads packed beforehand. The ratio is what packing inside the
+// product costs (Note [Matrices of a batch that interleave]); oneDNN's gemm:jit on the views
+// themselves made it 2.5-3x.
+void BM_AttentionScoresOnInterleavedHeadsOverPacked(benchmark::State& state) {
+  const std::int64_t length = 64, batch = 16, heads = 4, head_dim = 32;
+  const Tensor q_rows = randn({length, batch, heads * head_dim}), k_rows = randn({length, batch, heads * head_dim});
+  const auto as_heads = [&](const Tensor& rows) { return rows.view({length, batch * heads, head_dim}).transpose(0, 1); };
+  const Tensor q = as_heads(q_rows), k = as_heads(k_rows);
+  const Tensor q_packed = q.contiguous(), k_packed = k.contiguous();
+  const NoGradGuard no_grad;
+  bench::run_interleaved(
+      state, [&] { benchmark::DoNotOptimize(bmm(q, k.transpose(1, 2)).raw_data_ptr()); },
+      [&] { benchmark::DoNotOptimize(bmm(q_packed, k_packed.transpose(1, 2)).raw_data_ptr()); }, "interleaved",
+      "packed");
+}
+BENCHMARK(BM_AttentionScoresOnInterleavedHeadsOverPacked)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // --- MLP 784-512-256-10, batch 128: backward beside forward -------------------------------------
 
