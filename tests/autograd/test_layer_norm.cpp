@@ -1,6 +1,7 @@
 // tests/autograd/test_layer_norm.cpp — the fused layer norm (core/cpu/layer_norm.cpp) against
 // the same function composed from ops in Float64, with and without weight and bias; its node's
-// name; the statistics of rows far from zero; parameters of the wrong shape. gradcheck and gradgradcheck run from the op
+// name; the statistics of rows far from zero; the weight gradient's sum, the same on any thread
+// count; parameters of the wrong shape. gradcheck and gradgradcheck run from the op
 // table (layer_norm, layer_norm_two_dims_plain, layer_norm_transposed_weight_only).
 #include <gtest/gtest.h>
 
@@ -56,6 +57,29 @@ TEST(FusedLayerNorm, RowsFarFromZeroKeepTheirVariance) {
   const Tensor x = randn({8, 512}) + 1e4;
   const Tensor y = layer_norm(x, {512}), y64 = layer_norm(x.to(kFloat64), {512});
   EXPECT_TRUE(tensors_near(y, y64, 1e-3));
+}
+
+TEST(FusedLayerNorm, TheWeightGradientIsTheSameOnAnyThreadCountAndWithinTheCascadesBound) {
+  // The kernel adds dy · x̂ a block of rows at a time inside its row pass, blocks split among
+  // the threads, then the blocks' sums in a fixed order (Note [One pass per layer-norm row]):
+  // the same bits on one thread and on two, with a last block cut short, and as close to the
+  // exact sum as Kiln's cascade promises (Note [How Kiln sums]).
+  const int threads = get_num_threads();
+  for (const std::int64_t rows : {1024, 1000, 31}) {
+    manual_seed(rows);
+    const Tensor x = randn({rows, 77}) * 3.0 + 1.0, w = randn({77}), g = randn({rows, 77});
+    const auto [y, mean, rstd] = ops::native_layer_norm(x, 77, w, Tensor(), 1e-5);
+    auto weight_gradient = [&](int n) {
+      set_num_threads(n);
+      return std::get<1>(ops::native_layer_norm_backward(g, x, mean, rstd, w, Tensor(), {true, true, false}));
+    };
+    const Tensor on_one = weight_gradient(1), on_two = weight_gradient(2);
+    EXPECT_TRUE(equal(on_one, on_two)) << rows << " rows";
+    const Tensor products = g.to(kFloat64) * ((x - mean.unsqueeze(1)) * rstd.unsqueeze(1)).to(kFloat64);
+    const double bound = 32 * 0x1p-24 * products.abs().sum({0}).max().item<double>();
+    EXPECT_LE((on_one.to(kFloat64) - products.sum({0})).abs().max().item<double>(), bound) << rows << " rows";
+  }
+  set_num_threads(threads);
 }
 
 TEST(FusedLayerNorm, ParametersOfAnotherDtypeTakeTheComposedRoute) {
