@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/loops.h"
@@ -54,6 +55,29 @@ void apply_binary(T* value, const char* input, std::int64_t stride, std::int64_t
   }
 }
 
+/// The first input's `count` values, `stride` bytes apart, into a block; and a block out to the
+/// output. Where the values are contiguous this is a memcpy: the strided loop, whose stride is
+/// known only at run time, compiles to one scalar load or store per element, and made the chain
+/// ten times slower than one binary op over the same tensors (attention's scale and mask on
+/// [64, 64, 64]: 153 µs, where a mul took 14).
+template <class T>
+void load_block(T* value, const char* from, std::int64_t stride, std::int64_t count) {
+  if (stride == static_cast<std::int64_t>(sizeof(T))) {
+    std::memcpy(value, from, static_cast<std::size_t>(count) * sizeof(T));
+    return;
+  }
+  for (std::int64_t i = 0; i < count; ++i) value[i] = *reinterpret_cast<const T*>(from + i * stride);
+}
+
+template <class T>
+void store_block(char* to, std::int64_t stride, const T* value, std::int64_t count) {
+  if (stride == static_cast<std::int64_t>(sizeof(T))) {
+    std::memcpy(to, value, static_cast<std::size_t>(count) * sizeof(T));
+    return;
+  }
+  for (std::int64_t i = 0; i < count; ++i) *reinterpret_cast<T*>(to + i * stride) = value[i];
+}
+
 template <class T>
 LinkFn<T> unary_fn(UnaryOp op) {
   using namespace functors;
@@ -97,8 +121,7 @@ void run_chain(const Tensor& out, const std::vector<Tensor>& inputs, const std::
                                               std::int64_t n) {
       for (std::int64_t start = 0; start < n; start += kBlock) {
         const std::int64_t count = std::min(kBlock, n - start);
-        const char* first = p[1] + start * s[1];
-        for (std::int64_t i = 0; i < count; ++i) value[i] = *reinterpret_cast<const T*>(first + i * s[1]);
+        load_block(value, p[1] + start * s[1], s[1], count);
         int next = 2;
         for (std::size_t l = 0; l < links.size(); ++l) {
           if constexpr (N > 2) {
@@ -110,8 +133,7 @@ void run_chain(const Tensor& out, const std::vector<Tensor>& inputs, const std::
           }
           apply[l](value, nullptr, 0, count, true);  // a unary link (the only kind with one input)
         }
-        char* to = p[0] + start * s[0];
-        for (std::int64_t i = 0; i < count; ++i) *reinterpret_cast<T*>(to + i * s[0]) = value[i];
+        store_block(p[0] + start * s[0], s[0], value, count);
       }
     });
   });
