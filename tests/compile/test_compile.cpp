@@ -224,6 +224,43 @@ TEST_F(CompileTest, AReplayAllocatesNothing) {
   EXPECT_LT(step.graph().memory.bytes, step.graph().memory.temporary_bytes);  // lifetimes share the arena
 }
 
+TEST_F(CompileTest, AnElementwiseResultIsWrittenOverItsDyingInputOnly) {
+  // Note [An elementwise result written over its dying input]: each of x·2, relu, + 1 and exp
+  // reads a temporary no later call reads, so all four share one range of the arena; in the
+  // second step x·2 is read again at the end, so relu's result must not take its place.
+  const auto chain = [](const Tensor& x) { return ((x * 2.0).relu() + 1.0).exp().sum(); };
+  const auto reread = [](const Tensor& x) {
+    const Tensor doubled = x * 2.0;
+    const Tensor activated = (doubled.relu() + 1.0).exp().sum();
+    return activated + doubled.sum();
+  };
+  manual_seed(8);
+  const Tensor x = randn({64, 96});
+  const std::int64_t bytes = x.numel() * 4;
+  auto shared = compile(chain, {.passes = "plan_memory"});
+  auto kept = compile(reread, {.passes = "plan_memory"});
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(testing::same_bytes(shared(x), chain(x)));
+    EXPECT_TRUE(testing::same_bytes(kept(x), reread(x)));
+  }
+  const auto first_range = [&](const compiler::Graph& g, std::size_t k) {
+    std::size_t seen = 0;
+    for (const compiler::Node& node : g.nodes) {
+      if (node.kind == compiler::Node::Kind::Kernel && seen++ == k) {
+        return static_cast<const void*>(std::as_const(*node.call).tensors()[0]->raw_data_ptr());
+      }
+    }
+    return static_cast<const void*>(nullptr);
+  };
+  const compiler::Graph& g = shared.graph();
+  // Four temporaries of `bytes` each (and the sum's few bytes) in one range.
+  EXPECT_GE(g.memory.temporary_bytes, 4 * bytes);
+  EXPECT_LT(g.memory.bytes, bytes + 1024);
+  EXPECT_EQ(first_range(g, 0), first_range(g, 3));  // exp's output over the product's
+  const compiler::Graph& k = kept.graph();
+  EXPECT_NE(first_range(k, 0), first_range(k, 1));  // relu's output beside the product it must keep
+}
+
 TEST_F(CompileTest, AGradientIsBoundWithoutACopyAsEagerCodeBindsIt) {
   // AccumulateGrad takes a gradient without copying it when nothing else holds it. The capture
   // must not be that something else (compile/kernel_call.h keeps its own handles), or the graph
