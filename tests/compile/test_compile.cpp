@@ -225,8 +225,8 @@ TEST_F(CompileTest, AReplayAllocatesNothing) {
 }
 
 TEST_F(CompileTest, AnElementwiseResultIsWrittenOverItsDyingInputOnly) {
-  // Note [An elementwise result written over its dying input]: each of x·2, relu, + 1 and exp
-  // reads a temporary no later call reads, so all four share one range of the arena; in the
+  // Each of x·2, relu, + 1 and exp reads a temporary no later call reads, so all four share one
+  // range of the arena (Note [An elementwise result written over its dying input]); in the
   // second step x·2 is read again at the end, so relu's result must not take its place.
   const auto chain = [](const Tensor& x) { return ((x * 2.0).relu() + 1.0).exp().sum(); };
   const auto reread = [](const Tensor& x) {
