@@ -20,6 +20,7 @@
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/rows.h"
+#include "core/cpu/softmax_row.h"
 #include "core/dispatch.h"
 
 namespace kiln::cpu {
@@ -77,8 +78,7 @@ void forward_row(T* out, const T* x, std::int64_t n, bool log) {
     exponentials = y.exp();
     y -= static_cast<T>(std::log(sum_contiguous(exponentials.data(), n)));
   } else {
-    y = (in - max).exp();
-    y /= static_cast<T>(sum_contiguous(out, n));
+    softmax_row(out, x, n);
   }
 }
 
@@ -109,9 +109,7 @@ void backward_row(T* grad_in, const T* grad_out, const T* y, std::int64_t n, boo
   if (log) {
     gi = g - out.exp() * static_cast<T>(sum_contiguous(grad_out, n));
   } else {
-    auto& products = scratch_row<T>(n);
-    products = g * out;
-    gi = out * (g - static_cast<T>(sum_contiguous(products.data(), n)));
+    softmax_backward_row(grad_in, grad_out, y, n, scratch_row<T>(n).data());
   }
 }
 
