@@ -49,6 +49,8 @@ const char* family_name(KernelFamily f) {
     case KernelFamily::SoftmaxBackward: return "softmax.backward";
     case KernelFamily::LayerNormForward: return "layer_norm.forward";
     case KernelFamily::LayerNormBackward: return "layer_norm.backward";
+    case KernelFamily::AttentionForward: return "attention.forward";
+    case KernelFamily::AttentionBackward: return "attention.backward";
     case KernelFamily::Random: return "random";
     case KernelFamily::Adam: return "adam";
     case KernelFamily::Sgd: return "sgd";
@@ -106,6 +108,8 @@ Effects effects_of(KernelFamily f) {
     case KernelFamily::LstmCellBackward: return {bits({0, 1, 2}), bits({1, 2})};
     case KernelFamily::LayerNormForward: return {bits({0, 1, 2}), 0};
     case KernelFamily::LayerNormBackward: return {bits({0, 1, 2}), 0};
+    case KernelFamily::AttentionForward: return {bits({0, 1}), 0};
+    case KernelFamily::AttentionBackward: return {bits({0, 1, 2}), 0};
     case KernelFamily::Adam: return {bits({0, 2, 3, 4}), bits({0, 2, 3, 4})};
     case KernelFamily::Sgd: return {bits({0, 2}), bits({0, 2})};
     case KernelFamily::Unscale: return {bits({0, 1}), bits({0, 1})};

@@ -30,7 +30,7 @@ enum class KernelFamily : std::uint8_t {
   ConvForwardReluMaxPool, ConvBackwardInput, ConvBackwardWeight, ConvBackwardWeightBias,
   ConvBackwardWeightBiasThroughMaxPool, ConvBackwardThroughMaxPool,
   BatchNormForward, BatchNormBackward, PoolForward, PoolBackward, LstmCellForward, LstmCellBackward,
-  SoftmaxForward, SoftmaxBackward, LayerNormForward, LayerNormBackward, Random, Adam, Sgd, Unscale,
+  SoftmaxForward, SoftmaxBackward, LayerNormForward, LayerNormBackward, AttentionForward, AttentionBackward, Random, Adam, Sgd, Unscale,
   ElementwiseChain,  // made by fuse_elementwise_chains
   Fused,  // made by a pass (compile/passes/)
   kCount

@@ -37,6 +37,9 @@ const std::vector<Pass>& all_passes() {
        "primitives' channel blocks (no reorder to or from NCHW)"},
       {"fold_constants", &fold_constants,
        "calls that compute from constants alone (a causal mask, a cast scalar) run once, at capture"},
+      {"fuse_attention", &fuse_attention,
+       "scaled dot-product attention's products, scale, mask and softmax as one kernel forward and one "
+       "backward, a head at a time in cache (sums in the products' own order)"},
       {"fuse_elementwise_chains", &fuse_elementwise_chains,
        "a run of elementwise ops, each reading only the one before (attention's scale and mask, a sum of "
        "gradients), as one pass over the elements"},

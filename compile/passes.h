@@ -46,6 +46,9 @@ void propagate_channel_blocks(Graph& g);
 /// Drops the calls whose values depend on nothing the step changes, keeping the values the
 /// capture made (Note [Values computed once]).
 void fold_constants(Graph& g);
+/// Attention's products, scale, mask and softmax as one kernel forward and one backward
+/// (Note [Attention as one kernel]).
+void fuse_attention(Graph& g);
 /// A run of elementwise ops, each the only reader of the one before, becomes one kernel that
 /// takes each element through all of them (Note [Elementwise chains in one pass]).
 void fuse_elementwise_chains(Graph& g);

@@ -119,6 +119,8 @@ BackendKernels build() {
   wrap<Grouped<&K::softmax, &SoftmaxKernels::backward, F::SoftmaxBackward>>(t.softmax.backward);
   wrap<Grouped<&K::layer_norm, &LayerNormKernels::forward, F::LayerNormForward>>(t.layer_norm.forward);
   wrap<Grouped<&K::layer_norm, &LayerNormKernels::backward, F::LayerNormBackward>>(t.layer_norm.backward);
+  wrap<Grouped<&K::attention, &AttentionKernels::forward, F::AttentionForward>>(t.attention.forward);
+  wrap<Grouped<&K::attention, &AttentionKernels::backward, F::AttentionBackward>>(t.attention.backward);
   wrap<Field<&K::random, F::Random>>(t.random);
   wrap<Field<&K::adam, F::Adam>>(t.adam);
   wrap<Field<&K::sgd, F::Sgd>>(t.sgd);
@@ -127,11 +129,11 @@ BackendKernels build() {
 }
 
 // A kernel added to BackendKernels must be recorded above too (and named in KernelFamily):
-// this tripwire counts the table's pointers — the three op arrays, 18 single kernels, 18 in
-// the six groups, 4 after the route flags — and the flags' bytes, padded to a pointer.
+// this tripwire counts the table's pointers — the three op arrays, 18 single kernels, 20 in
+// the seven groups, 4 after the route flags — and the flags' bytes, padded to a pointer.
 constexpr std::size_t kPointers = static_cast<std::size_t>(UnaryOp::kCount) +
                                   static_cast<std::size_t>(BinaryOp::kCount) +
-                                  static_cast<std::size_t>(ReduceOp::kCount) + 18 + 18 + 4;
+                                  static_cast<std::size_t>(ReduceOp::kCount) + 18 + 20 + 4;
 constexpr std::size_t kFlagBytes = (static_cast<std::size_t>(backends::OpFamily::kCount) + sizeof(void*) - 1) /
                                    sizeof(void*) * sizeof(void*);
 static_assert(sizeof(BackendKernels) == kPointers * sizeof(void*) + kFlagBytes,

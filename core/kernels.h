@@ -202,6 +202,21 @@ struct LayerNormKernels {
   Forward forward = nullptr;
   Backward backward = nullptr;
 };
+// Scaled dot-product attention over each head b of q [B, L, D], k and v [B, S, D]: probs
+// [B, L, S] (contiguous) = softmax(q kᵀ · scale + mask) along S, out [B, L, D] = probs v; the
+// backward writes grad_q, grad_k and grad_v from grad_out and the forward's probs. scale is a
+// 0-dim tensor of q's dtype; mask is undefined or a [B, L, S] view (broadcast strides allowed);
+// every [.., D] operand and the mask have contiguous rows (last stride 1). Optional: made only
+// by fuse_attention in a compiled step (Note [Attention a head at a time] in core/cpu/attention.cpp).
+struct AttentionKernels {
+  using Forward = void (*)(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& mask, const Tensor& scale);
+  using Backward = void (*)(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
+                            const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                            const Tensor& scale);
+  Forward forward = nullptr;
+  Backward backward = nullptr;
+};
 // Fills self with random values; a and b are the distribution's parameters.
 using RandomKernel = void (*)(const Tensor& self, RandomKind kind, double a, double b);
 // One fused Adam/AdamW update of param, exp_avg, exp_avg_sq (and max_exp_avg_sq with
@@ -246,6 +261,7 @@ struct BackendKernels {
   LstmCellKernels lstm_cell{};
   SoftmaxKernels softmax{};
   LayerNormKernels layer_norm{};
+  AttentionKernels attention{};  // optional
   /// Which op families take the op kernels by default (core/backends.h), by backends::OpFamily.
   std::array<bool, static_cast<std::size_t>(backends::OpFamily::kCount)> prefers_op_kernels{};
   RandomKernel random = nullptr;

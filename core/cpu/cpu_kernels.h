@@ -87,6 +87,8 @@ KernelOf<SoftmaxKernels::Forward> softmax_forward_kernel;
 KernelOf<SoftmaxKernels::Backward> softmax_backward_kernel;
 KernelOf<LayerNormKernels::Forward> layer_norm_forward_kernel;
 KernelOf<LayerNormKernels::Backward> layer_norm_backward_kernel;
+KernelOf<AttentionKernels::Forward> attention_forward_kernel;
+KernelOf<AttentionKernels::Backward> attention_backward_kernel;
 KernelOf<RandomKernel> random_kernel;
 KernelOf<AdamKernel> adam_kernel;
 KernelOf<SgdKernel> sgd_kernel;

@@ -42,6 +42,7 @@ void register_kernels(BackendKernels& t) {
   t.lstm_cell = {&lstm_cell_forward_kernel, &lstm_cell_backward_kernel};
   t.softmax = {&softmax_forward_kernel, &softmax_backward_kernel};
   t.layer_norm = {&layer_norm_forward_kernel, &layer_norm_backward_kernel};
+  t.attention = {&attention_forward_kernel, &attention_backward_kernel};
   t.random = &random_kernel;
   t.adam = &adam_kernel;
   t.sgd = &sgd_kernel;

@@ -53,7 +53,7 @@ void mirror(std::array<Kernel, N>& slots, const std::array<Kernel, N>& real) {
 
 // Every slot of BackendKernels is mirrored below: a slot added to the table without a line
 // here changes its size and stops the build.
-constexpr std::size_t kSingleSlots = 40;
+constexpr std::size_t kSingleSlots = 42;
 constexpr std::size_t kArraySlots = static_cast<std::size_t>(UnaryOp::kCount) +
                                     static_cast<std::size_t>(BinaryOp::kCount) +
                                     static_cast<std::size_t>(ReduceOp::kCount);
@@ -76,6 +76,7 @@ BackendKernels kernels_every_backend_has(const BackendKernels& cpu) {
   t.lstm_cell = {};
   t.softmax = {};
   t.layer_norm = {};
+  t.attention = {};
   t.prefers_op_kernels = {};
   t.adam = nullptr;
   t.sgd = nullptr;
@@ -122,6 +123,8 @@ void register_kernels(BackendKernels& t, const BackendKernels& real, bool plans_
   mirror(t.softmax.backward, real.softmax.backward);
   mirror(t.layer_norm.forward, real.layer_norm.forward);
   mirror(t.layer_norm.backward, real.layer_norm.backward);
+  mirror(t.attention.forward, real.attention.forward);
+  mirror(t.attention.backward, real.attention.backward);
   t.prefers_op_kernels = real.prefers_op_kernels;
   mirror(t.random, real.random);
   mirror(t.adam, real.adam);

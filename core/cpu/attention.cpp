@@ -1,0 +1,267 @@
+// core/cpu/attention.cpp — scaled dot-product attention's forward and backward, one head at a
+// time with everything the head makes in cache: the kernels fuse_attention puts in a compiled
+// step in place of the products, scale, mask and softmax that eager attention runs one after
+// the other (Note [Attention a head at a time]).
+// Read next: compile/passes/fuse_attention.cpp (where these replace the eager calls),
+// core/cpu/softmax_row.h.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/cpu/cpu_kernels.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/softmax_row.h"
+#include "core/cpu/transpose_tiles.h"
+#include "core/dispatch.h"
+
+namespace kiln::cpu {
+
+// Note [Attention a head at a time]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Eager attention (autograd/functions/attention.cpp) is five kernels, each over every head:
+// S = Q Kᵀ, S·scale + M, P = softmax(S), O = P V, and in the backward five products and the
+// softmax's backward. In train_charlm's step (64 heads of 64 x 64 scores, head_dim 32) each of
+// them is small work spread over memory: the scores make a megabyte that is written and read
+// back three times, and oneDNN's batched product cannot read heads that interleave in the rows
+// (Note [Matrices of a batch that interleave] in core/onednn/matmul.cpp), so every product first
+// packs its operands. On a 2-core Zen 4 the step's attention took 3.0 ms of 18.
+//
+// Here a thread takes one head at a time and makes everything the head needs while it is in
+// its cache: Kᵀ packed (D x S, 8 KB for that head), the scores row by row, their scale, mask and
+// softmax (softmax_row, the softmax kernel's own code), P stored for the backward, then O. The
+// backward likewise: dV = Pᵀ dO, dP = dO Vᵀ, dS = softmax's backward (softmax_backward_row),
+// dQ = dS K · scale and dK = dSᵀ Q · scale, with dP and dS never leaving the thread's scratch.
+// Q, K, V, dO and the gradients are read and written where they lie, any row stride.
+//
+// All of it is one product micro-kernel (product() below): R rows of output, C vectors wide,
+// each sum over k one FMA per step in k's order, with a's element broadcast and b's row as
+// vectors. The sums are taken in the order the eager products take theirs (k ascending, one
+// accumulator), but oneDNN's kernels may block k differently, so the products, and everything
+// after them, can differ in the last bits from eager's: the pass's Note says so and
+// tests/compile/test_fuse_attention.cpp holds them to Float64.
+
+namespace {
+
+/// A vector of 64 bytes: 16 floats or 8 doubles (AVX-512's register; two AVX2 ones elsewhere).
+template <class T>
+struct LanesOf;
+template <>
+struct LanesOf<float> {
+  using type = float __attribute__((vector_size(64)));
+};
+template <>
+struct LanesOf<double> {
+  using type = double __attribute__((vector_size(64)));
+};
+template <class T>
+using Lanes = typename LanesOf<T>::type;
+template <class T>
+constexpr std::int64_t kWidth = 64 / sizeof(T);
+
+template <class T>
+Lanes<T> load(const T* p, std::int64_t n) {
+  Lanes<T> v = {};
+  std::memcpy(&v, p, static_cast<std::size_t>(n) * sizeof(T));
+  return v;
+}
+template <class T>
+void store(T* p, const Lanes<T>& v, std::int64_t n) {
+  std::memcpy(p, &v, static_cast<std::size_t>(n) * sizeof(T));
+}
+
+/// One operand of a product: element (r, k) at data[r * row + k * step].
+template <class T>
+struct Operand {
+  const T* data;
+  std::int64_t row, step;
+};
+
+/// What a product does with each rounded sum before it stores it: times `multiplier`, then plus
+/// the element of `addend` (when not null) at the output's place, two roundings as two ops.
+template <class T>
+struct Epilogue {
+  T multiplier = T(1);
+  const T* addend = nullptr;
+  std::int64_t addend_row = 0;
+};
+
+/// out[r, 0 .. C vectors) = Σ_k a(r, k) b[k, ..] through `epilogue`, for R rows (row r of a at
+/// a_rows[r], of the addend at add_rows[r]); with Tail the last vector holds `tail` values.
+template <class T, int R, int C, bool Tail>
+void product_tile(const T* const (&a_rows)[R], std::int64_t a_step, const T* b, std::int64_t b_row, std::int64_t k_end,
+                  T* const (&out_rows)[R], const T* const (&add_rows)[R], std::int64_t tail, T multiplier) {
+  constexpr std::int64_t W = kWidth<T>;
+  Lanes<T> acc[R][C] = {};
+  for (std::int64_t k = 0; k < k_end; ++k) {
+    const T* const bk = b + k * b_row;
+    Lanes<T> bv[C];
+    for (int c = 0; c < C; ++c) {
+      if (Tail && c + 1 == C) bv[c] = load(bk + c * W, tail);
+      else std::memcpy(&bv[c], bk + c * W, sizeof(bv[c]));
+    }
+    for (int r = 0; r < R; ++r) {
+      const T s = a_rows[r][k * a_step];
+      for (int c = 0; c < C; ++c) acc[r][c] += s * bv[c];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      Lanes<T> value = acc[r][c] * multiplier;
+      if (add_rows[r] != nullptr) value = value + (Tail && c + 1 == C ? load(add_rows[r] + c * W, tail) : load(add_rows[r] + c * W, W));
+      if (Tail && c + 1 == C) store(out_rows[r] + c * W, value, tail);
+      else std::memcpy(out_rows[r] + c * W, &value, sizeof(value));
+    }
+  }
+}
+
+/// The rows of `out` [m, n] a tile of R rows at a time; a last short tile repeats a's last row
+/// into a row of scratch.
+template <class T, int R, int C>
+void product_columns(Operand<T> a, std::int64_t m, const T* b, std::int64_t b_row, std::int64_t k_end, T* out,
+                     std::int64_t out_row, std::int64_t tail, const Epilogue<T>& epilogue) {
+  T unused[C * kWidth<T>];
+  for (std::int64_t i0 = 0; i0 < m; i0 += R) {
+    const T* a_rows[R];
+    T* out_rows[R];
+    const T* add_rows[R];
+    for (int r = 0; r < R; ++r) {
+      const std::int64_t i = std::min(i0 + r, m - 1);
+      a_rows[r] = a.data + i * a.row;
+      out_rows[r] = i0 + r < m ? out + (i0 + r) * out_row : unused;
+      add_rows[r] = epilogue.addend != nullptr ? epilogue.addend + i * epilogue.addend_row : nullptr;
+    }
+    if (tail == kWidth<T>) {
+      product_tile<T, R, C, false>(a_rows, a.step, b, b_row, k_end, out_rows, add_rows, tail, epilogue.multiplier);
+    } else {
+      product_tile<T, R, C, true>(a_rows, a.step, b, b_row, k_end, out_rows, add_rows, tail, epilogue.multiplier);
+    }
+  }
+}
+
+/// out [m, n] (row stride out_row, rows contiguous) = multiplier · a [m, k] b [k, n] (b's rows
+/// contiguous, stride b_row): the micro-kernel of Note [Attention a head at a time].
+template <class T>
+void product(Operand<T> a, std::int64_t m, const T* b, std::int64_t b_row, std::int64_t k, std::int64_t n, T* out,
+             std::int64_t out_row, Epilogue<T> epilogue = {}) {
+  constexpr std::int64_t W = kWidth<T>;
+  for (std::int64_t c0 = 0; c0 < n; c0 += 4 * W) {
+    const std::int64_t width = std::min(4 * W, n - c0);
+    const std::int64_t vectors = (width + W - 1) / W, tail = width - (vectors - 1) * W;
+    const T* bc = b + c0;
+    T* oc = out + c0;
+    Epilogue<T> e = epilogue;
+    if (e.addend != nullptr) e.addend += c0;
+    switch (vectors) {
+      case 4: product_columns<T, 6, 4>(a, m, bc, b_row, k, oc, out_row, tail, e); break;
+      case 3: product_columns<T, 6, 3>(a, m, bc, b_row, k, oc, out_row, tail, e); break;
+      case 2: product_columns<T, 8, 2>(a, m, bc, b_row, k, oc, out_row, tail, e); break;
+      default: product_columns<T, 8, 1>(a, m, bc, b_row, k, oc, out_row, tail, e); break;
+    }
+  }
+}
+
+/// A head's [rows, D] operand with contiguous rows: head b of a [B, rows, D] tensor.
+template <class T>
+struct Head {
+  T* data;
+  std::int64_t row;
+};
+template <class T>
+Head<T> head(const Tensor& t, std::int64_t b) {
+  return {t.data_ptr<T>() + b * t.strides()[0], t.strides()[1]};
+}
+
+/// dst [d, s] = src [s, d]ᵀ: Kᵀ or Vᵀ, so that a score row's products read it as vectors.
+template <class T>
+void transpose_into(T* dst, const T* src, std::int64_t src_row, std::int64_t s, std::int64_t d) {
+  if constexpr (sizeof(T) == 4) {
+    transpose(src, src_row, s, d, dst, s);
+  } else {
+    for (std::int64_t j = 0; j < s; ++j) {
+      for (std::int64_t e = 0; e < d; ++e) dst[e * s + j] = src[j * src_row + e];
+    }
+  }
+}
+
+/// This thread's scratch for a head: `n` values of T (two separate regions per thread).
+template <class T, int Which>
+T* head_scratch(std::int64_t n) {
+  thread_local std::vector<T> buffer;
+  if (static_cast<std::int64_t>(buffer.size()) < n) buffer.resize(static_cast<std::size_t>(n));
+  return buffer.data();
+}
+
+struct Sizes {
+  std::int64_t heads, L, S, D;
+};
+Sizes sizes_of(const Tensor& q, const Tensor& k) {
+  return {q.sizes()[0], q.sizes()[1], k.sizes()[1], q.sizes()[2]};
+}
+
+template <class T>
+void forward_head(std::int64_t b, const Sizes& n, const Tensor& out, const Tensor& probs, const Tensor& q,
+                  const Tensor& k, const Tensor& v, const Tensor& mask, T scale) {
+  const Head<T> qh = head<T>(q, b), kh = head<T>(k, b), vh = head<T>(v, b), oh = head<T>(out, b);
+  T* const p = probs.data_ptr<T>() + b * n.L * n.S;
+  T* const kt = head_scratch<T, 0>(n.D * n.S);
+  transpose_into(kt, kh.data, kh.row, n.S, n.D);
+  // The scores straight into P's rows, scaled and masked as they are stored, then softmaxed in place.
+  const Epilogue<T> scaled_and_masked{scale, mask.defined() ? mask.data_ptr<T>() + b * mask.strides()[0] : nullptr,
+                                      mask.defined() ? mask.strides()[1] : 0};
+  product<T>({qh.data, qh.row, 1}, n.L, kt, n.S, n.D, n.S, p, n.S, scaled_and_masked);
+  for (std::int64_t i = 0; i < n.L; ++i) softmax_row(p + i * n.S, p + i * n.S, n.S);
+  product<T>({p, n.S, 1}, n.L, vh.data, vh.row, n.S, n.D, oh.data, oh.row);
+}
+
+template <class T>
+void backward_head(std::int64_t b, const Sizes& n, const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v,
+                   const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                   T scale) {
+  const Head<T> qh = head<T>(q, b), kh = head<T>(k, b), vh = head<T>(v, b), doh = head<T>(grad_out, b);
+  const Head<T> dq = head<T>(grad_q, b), dk = head<T>(grad_k, b), dv = head<T>(grad_v, b);
+  const T* const p = probs.data_ptr<T>() + b * n.L * n.S;
+  // dV = Pᵀ dO: row j of dV takes column j of P.
+  product<T>({p, 1, n.S}, n.S, doh.data, doh.row, n.L, n.D, dv.data, dv.row);
+  // dP = dO Vᵀ, then dS = softmax's backward, row by row in place.
+  T* const vt = head_scratch<T, 0>(n.D * n.S);
+  T* const ds = head_scratch<T, 1>(n.L * n.S + n.S);
+  T* const products = ds + n.L * n.S;
+  transpose_into(vt, vh.data, vh.row, n.S, n.D);
+  product<T>({doh.data, doh.row, 1}, n.L, vt, n.S, n.D, n.S, ds, n.S);
+  for (std::int64_t i = 0; i < n.L; ++i) softmax_backward_row(ds + i * n.S, ds + i * n.S, p + i * n.S, n.S, products);
+  // dQ = dS K · scale and dK = dSᵀ Q · scale, each sum rounded before it is scaled, as eager.
+  product<T>({ds, n.S, 1}, n.L, kh.data, kh.row, n.S, n.D, dq.data, dq.row, {scale});
+  product<T>({ds, 1, n.S}, n.S, qh.data, qh.row, n.L, n.D, dk.data, dk.row, {scale});
+}
+
+using AttentionTypes = TypeList<float, double>;
+
+}  // namespace
+
+void attention_forward_kernel(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k,
+                              const Tensor& v, const Tensor& mask, const Tensor& scale) {
+  const Sizes n = sizes_of(q, k);
+  dispatch_dtype<AttentionTypes>(q.dtype(), "attention_forward_cpu", [&]<typename T>() {
+    const T s = *scale.data_ptr<T>();
+    parallel_for(0, n.heads, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t b = begin; b < end; ++b) forward_head<T>(b, n, out, probs, q, k, v, mask, s);
+    });
+  });
+}
+
+void attention_backward_kernel(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v,
+                               const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& probs, const Tensor& scale) {
+  const Sizes n = sizes_of(q, k);
+  dispatch_dtype<AttentionTypes>(q.dtype(), "attention_backward_cpu", [&]<typename T>() {
+    const T s = *scale.data_ptr<T>();
+    parallel_for(0, n.heads, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t b = begin; b < end; ++b) {
+        backward_head<T>(b, n, grad_q, grad_k, grad_v, grad_out, q, k, v, probs, s);
+      }
+    });
+  });
+}
+
+}  // namespace kiln::cpu

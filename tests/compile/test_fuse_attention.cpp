@@ -1,0 +1,229 @@
+// tests/compile/test_fuse_attention.cpp — fuse_attention (Note [Attention as one kernel]): the
+// kernels it puts in a step (core/cpu/attention.cpp) against eager attention's ops in Float64,
+// on heads that interleave in memory as MultiheadAttention's do, sizes that leave partial
+// vectors, with and without masks; Float32 as accurate as the eager ops; and a Transformer layer's
+// training compiled with the pass against eager training, with what the pass must leave alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "compile/capture.h"
+#include "core/kernels.h"
+#include "support/test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::tensors_near;
+
+/// [B, rows, D] heads that interleave as MultiheadAttention's do: head b of a [rows, B * D]
+/// projection's output, `b * D` elements into each row.
+Tensor interleaved_heads(std::int64_t batch, std::int64_t rows, std::int64_t d, DType dtype) {
+  return randn({rows, batch * d}, TensorOptions().dtype(dtype)).view({rows, batch, d}).transpose(0, 1);
+}
+
+struct AttentionResults {
+  Tensor probs, out, grad_q, grad_k, grad_v;
+};
+
+/// Eager attention's ops, as scaled_dot_product_attention runs them, with their gradients.
+AttentionResults eager_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
+                                 const Tensor& grad_out) {
+  const Tensor ql = q.detach().as_leaf(), kl = k.detach().as_leaf(), vl = v.detach().as_leaf();
+  Tensor scores = bmm(ql, kl.transpose(1, 2)) * scale;
+  if (mask.defined()) scores = scores + mask;
+  const Tensor probs = scores.softmax(-1);
+  const Tensor out = bmm(probs, vl);
+  out.backward(grad_out);
+  return {probs.detach(), out.detach(), ql.grad(), kl.grad(), vl.grad()};
+}
+
+/// The fused kernels on the same operands.
+AttentionResults fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
+                                 const Tensor& grad_out) {
+  const AttentionKernels& kernels = registered_kernels(DeviceType::CPU).attention;
+  const TensorOptions like = TensorOptions().dtype(q.dtype());
+  const std::int64_t batch = q.size(0), L = q.size(1), S = k.size(1), D = q.size(2);
+  AttentionResults r{empty({batch, L, S}, like), empty({batch, L, D}, like), empty({batch, L, D}, like),
+                     empty({batch, S, D}, like), empty({batch, S, D}, like)};
+  const Tensor s = full({}, scale, like);
+  const Tensor expanded_mask = mask.defined() ? mask.expand({batch, L, S}) : Tensor();
+  kernels.forward(r.out, r.probs, q, k, v, expanded_mask, s);
+  kernels.backward(r.grad_q, r.grad_k, r.grad_v, grad_out, q, k, v, r.probs, s);
+  return r;
+}
+
+/// An additive causal mask [L, S]: -inf above the diagonal.
+Tensor causal_mask(std::int64_t L, std::int64_t S, DType dtype) {
+  const Tensor allowed = tril(ones({L, S}, TensorOptions().dtype(kBool)));
+  return masked_fill(zeros({L, S}, TensorOptions().dtype(dtype)), allowed.logical_not(),
+                     -std::numeric_limits<double>::infinity());
+}
+
+struct Case {
+  std::int64_t batch, L, S, D;
+};
+
+TEST(AttentionKernels, ComputeWhatEagerAttentionComputesInFloat64) {
+  manual_seed(3);
+  // Whole vectors (charlm's heads), partial ones in every product, one row and one column.
+  for (const Case& c : {Case{4, 64, 64, 32}, Case{3, 5, 7, 3}, Case{2, 17, 33, 20}, Case{2, 1, 9, 8}, Case{3, 6, 1, 5}}) {
+    const Tensor q = interleaved_heads(c.batch, c.L, c.D, kFloat64), k = interleaved_heads(c.batch, c.S, c.D, kFloat64),
+                 v = interleaved_heads(c.batch, c.S, c.D, kFloat64);
+    const Tensor grad_out = randn({c.batch, c.L, c.D}, TensorOptions().dtype(kFloat64));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
+    const Tensor per_head = randn({c.batch, c.L, c.S}, TensorOptions().dtype(kFloat64));
+    for (const Tensor& mask : {Tensor(), c.S >= c.L ? causal_mask(c.L, c.S, kFloat64) : per_head, per_head}) {
+      SCOPED_TRACE(::testing::Message() << c.batch << "x" << c.L << "x" << c.S << "x" << c.D
+                                        << (mask.defined() ? " masked" : ""));
+      const AttentionResults want = eager_attention(q, k, v, mask, scale, grad_out);
+      const AttentionResults got = fused_attention(q, k, v, mask, scale, grad_out);
+      EXPECT_TRUE(tensors_near(got.probs, want.probs, 1e-14));
+      EXPECT_TRUE(tensors_near(got.out, want.out, 1e-13));
+      EXPECT_TRUE(tensors_near(got.grad_q, want.grad_q, 1e-13));
+      EXPECT_TRUE(tensors_near(got.grad_k, want.grad_k, 1e-13));
+      EXPECT_TRUE(tensors_near(got.grad_v, want.grad_v, 1e-13));
+    }
+  }
+}
+
+TEST(AttentionKernels, WriteGradientsWhereverTheirRowsLie) {
+  // The pass hands the kernels the destinations of the copies that put heads back side by side:
+  // [B, rows, D] views whose batch stride is D.
+  manual_seed(5);
+  const Case c{3, 6, 6, 4};
+  const Tensor q = interleaved_heads(c.batch, c.L, c.D, kFloat64), k = interleaved_heads(c.batch, c.S, c.D, kFloat64),
+               v = interleaved_heads(c.batch, c.S, c.D, kFloat64);
+  const Tensor grad_out = interleaved_heads(c.batch, c.L, c.D, kFloat64);
+  const AttentionResults want = eager_attention(q, k, v, Tensor(), 0.5, grad_out);
+  const AttentionKernels& kernels = registered_kernels(DeviceType::CPU).attention;
+  const TensorOptions f64 = TensorOptions().dtype(kFloat64);
+  const Tensor out = empty({c.L, c.batch, c.D}, f64), probs = empty({c.batch, c.L, c.S}, f64);
+  const Tensor dq = empty({c.L, c.batch, c.D}, f64), dk = empty({c.S, c.batch, c.D}, f64),
+               dv = empty({c.S, c.batch, c.D}, f64);
+  const Tensor scale = full({}, 0.5, f64);
+  kernels.forward(out.transpose(0, 1), probs, q, k, v, Tensor(), scale);
+  kernels.backward(dq.transpose(0, 1), dk.transpose(0, 1), dv.transpose(0, 1), grad_out, q, k, v, probs, scale);
+  EXPECT_TRUE(tensors_near(out.transpose(0, 1), want.out, 1e-13));
+  EXPECT_TRUE(tensors_near(dq.transpose(0, 1), want.grad_q, 1e-13));
+  EXPECT_TRUE(tensors_near(dk.transpose(0, 1), want.grad_k, 1e-13));
+  EXPECT_TRUE(tensors_near(dv.transpose(0, 1), want.grad_v, 1e-13));
+}
+
+TEST(AttentionKernels, AreAsAccurateInFloat32AsTheEagerOps) {
+  // Each Float32 result against the Float64 one: the fused kernels' largest error is within
+  // twice the eager ops' (their products sum in an order of their own).
+  manual_seed(8);
+  const Case c{8, 64, 64, 32};
+  const Tensor q = interleaved_heads(c.batch, c.L, c.D, kFloat64) * 3.0, k = interleaved_heads(c.batch, c.S, c.D, kFloat64),
+               v = interleaved_heads(c.batch, c.S, c.D, kFloat64);
+  const Tensor grad_out = randn({c.batch, c.L, c.D}, TensorOptions().dtype(kFloat64));
+  const Tensor mask = causal_mask(c.L, c.S, kFloat64);
+  const double scale = 1.0 / std::sqrt(32.0);
+  const AttentionResults exact = eager_attention(q, k, v, mask, scale, grad_out);
+  const auto f32 = [](const Tensor& t) { return t.to(kFloat32); };
+  const AttentionResults eager = eager_attention(f32(q), f32(k), f32(v), f32(mask), scale, f32(grad_out));
+  const AttentionResults fused = fused_attention(f32(q), f32(k), f32(v), f32(mask), scale, f32(grad_out));
+  const auto error = [](const Tensor& t, const Tensor& reference) {
+    return (t.to(kFloat64) - reference).abs().max().item<double>();
+  };
+  const std::vector<std::pair<Tensor AttentionResults::*, const char*>> fields{
+      {&AttentionResults::probs, "probs"}, {&AttentionResults::out, "out"}, {&AttentionResults::grad_q, "grad_q"},
+      {&AttentionResults::grad_k, "grad_k"}, {&AttentionResults::grad_v, "grad_v"}};
+  for (const auto& [field, name] : fields) {
+    const double eager_error = error(eager.*field, exact.*field), fused_error = error(fused.*field, exact.*field);
+    EXPECT_LE(fused_error, 2.0 * eager_error + 1e-7) << name << ": eager errs " << eager_error;
+    EXPECT_LT(fused_error, 1e-5) << name;
+  }
+}
+
+/// A Transformer layer (self-attention with a causal mask, 2 heads) and a classifier.
+struct TinyTransformer : nn::Module {
+  explicit TinyTransformer(double dropout = 0.0) : Module("TinyTransformer") {
+    layer = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
+                                         16, 2, nn::TransformerEncoderLayerArgs{.dim_feedforward = 24, .dropout = dropout}));
+    head = register_module("head", std::make_shared<nn::Linear>(16, 5));
+  }
+  Tensor forward(const Tensor& x) override {  // x [L, N, 16] -> [L, 5]
+    const std::int64_t L = x.size(0);
+    const Tensor mask = triu(ones({L, L}, TensorOptions().dtype(kBool)), 1);
+    return head->forward(layer->forward(x, mask).mean({1}));
+  }
+  std::shared_ptr<nn::TransformerEncoderLayer> layer;
+  std::shared_ptr<nn::Linear> head;
+};
+
+struct Training {
+  Training(DType dtype, double dropout) {
+    manual_seed(7);
+    model = std::make_shared<TinyTransformer>(dropout);
+    model->to(dtype);
+    // SGD, not Adam: the key's bias has a gradient of zero (a softmax does not see a constant
+    // added to a row), which the two routes round to different specks that Adam scales to lr.
+    opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  }
+  Tensor step(const Tensor& x, const Tensor& y) {
+    opt->zero_grad();
+    Tensor loss = cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt->step();
+    return loss;
+  }
+  std::shared_ptr<TinyTransformer> model;
+  std::unique_ptr<optim::SGD> opt;
+};
+
+/// Trains 20 steps eagerly and compiled side by side and returns the compiled step's graph
+/// counts of attention.forward and attention.backward.
+std::pair<std::size_t, std::size_t> expect_same_training(DType dtype, double dropout, double tolerance,
+                                                         const std::string& passes = "all") {
+  set_num_threads(get_num_threads());
+  Training eager(dtype, dropout), compiled(dtype, dropout);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); }, {.passes = passes});
+  manual_seed(11);
+  for (int i = 0; i < 20; ++i) {
+    const Tensor x = randn({6, 3, 16}, TensorOptions().dtype(dtype)), y = randint(0, 5, {6});
+    const Tensor stream = get_rng_state();
+    const double eager_loss = eager.step(x, y).item<double>();
+    set_rng_state(stream);
+    const double compiled_loss = step(x, y).item<double>();
+    EXPECT_NEAR(compiled_loss, eager_loss, tolerance) << "step " << i;
+    const TensorList pa = eager.model->parameters(), pb = compiled.model->parameters();
+    for (std::size_t p = 0; p < pa.size(); ++p) {
+      EXPECT_LE((pa[p] - pb[p]).abs().max().item<double>(), tolerance) << "step " << i << ", parameter " << p;
+    }
+  }
+  EXPECT_EQ(step.stats().replays, 19);
+  return {step.graph().count(compiler::KernelFamily::AttentionForward),
+          step.graph().count(compiler::KernelFamily::AttentionBackward)};
+}
+
+TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat64) {
+  const auto [forward, backward] = expect_same_training(kFloat64, 0.0, 1e-12);
+  EXPECT_EQ(forward, 1u);
+  EXPECT_EQ(backward, 1u);
+}
+
+TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat32) {
+  const auto [forward, backward] = expect_same_training(kFloat32, 0.0, 2e-5);
+  EXPECT_EQ(forward, 1u);
+  EXPECT_EQ(backward, 1u);
+}
+
+TEST(FuseAttention, AttentionWithDropoutIsLeftToTheEagerOps) {
+  // Dropout multiplies its mask into P between the softmax and the product with V.
+  const auto [forward, backward] = expect_same_training(kFloat64, 0.2, 1e-12);
+  EXPECT_EQ(forward, 0u);
+  EXPECT_EQ(backward, 0u);
+}
+
+TEST(FuseAttention, IsSwitchedOffByLeavingItOutOfThePasses) {
+  const auto [forward, backward] = expect_same_training(kFloat64, 0.0, 1e-12, "fold_constants,plan_memory");
+  EXPECT_EQ(forward, 0u);
+  EXPECT_EQ(backward, 0u);
+}
+
+}  // namespace
+}  // namespace kiln
