@@ -5,7 +5,7 @@
 // can be switched off to measure it or to find a bug. Every pass keeps the step's results
 // exactly (tests/compile runs each graph before and after its pass on the same inputs), except
 // where its Note says it changes a reduction's order (fuse_conv_bias_backward, on oneDNN's
-// route): such a pass is tested against Float64 instead.
+// route; fuse_attention's products): such a pass is tested against Float64 instead.
 // Read next: compile/passes/plan_memory.cpp.
 #pragma once
 

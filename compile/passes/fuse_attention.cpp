@@ -55,6 +55,11 @@ bool head_rows(const Tensor& t) {
          (t.dtype() == kFloat32 || t.dtype() == kFloat64);
 }
 
+/// Whether t has exactly these sizes.
+bool sized(const Tensor& t, std::initializer_list<std::int64_t> sizes) {
+  return t.sizes() == IntArrayRef(sizes);
+}
+
 /// The kernel call of node n when it is one of `family` with signature `Call`, else null.
 template <class Call>
 Call* call_at(Graph& g, std::size_t n, KernelFamily family) {
@@ -133,7 +138,7 @@ class AttentionFusion {
     SoftmaxCall* softmax = call_at<SoftmaxCall>(g_, s, KernelFamily::SoftmaxForward);
     if (softmax == nullptr) return;
     const auto [p, x, dim, log] = softmax->arguments();
-    if (log || x.dim() != 3 || dim != 2 || !covers_storage(p) || !head_rows(x)) return;
+    if (log || x.dim() != 3 || dim != 2 || !covers_storage(p) || !head_rows(x) || x.numel() == 0) return;
     const std::optional<std::size_t> x_node = made_only_for(x, s);
     if (!x_node) return;
     // X = S · scale, or X = (S · scale) + M.
@@ -156,7 +161,11 @@ class AttentionFusion {
     BmmCall* qk = call_at<BmmCall>(g_, *qk_node, KernelFamily::Bmm);
     if (qk == nullptr) return;
     const Tensor q = std::get<1>(qk->arguments()), k = std::get<2>(qk->arguments()).transpose(1, 2);
-    if (!head_rows(q) || !head_rows(k) || q.dtype() != x.dtype() || k.dtype() != x.dtype()) return;
+    const std::int64_t B = x.size(0), L = x.size(1), S = x.size(2), D = q.dim() == 3 ? q.size(2) : 0;
+    if (!head_rows(q) || !head_rows(k) || q.dtype() != x.dtype() || k.dtype() != x.dtype() || D == 0 ||
+        !sized(q, {B, L, D}) || !sized(k, {B, S, D}) || scores.sizes() != x.sizes() || p.sizes() != x.sizes()) {
+      return;
+    }
     // O = bmm(P, V): the first product that reads the whole of P.
     std::optional<std::size_t> pv_node;
     for (std::size_t r : uses(p).reads) {
@@ -168,7 +177,7 @@ class AttentionFusion {
     if (!pv_node || uses(p).writes.size() != 1) return;
     BmmCall* pv = call_at<BmmCall>(g_, *pv_node, KernelFamily::Bmm);
     const Tensor o = std::get<0>(pv->arguments()), v = std::get<2>(pv->arguments());
-    if (!head_rows(o) || !head_rows(v) || v.dtype() != x.dtype()) return;
+    if (!head_rows(o) || !head_rows(v) || v.dtype() != x.dtype() || !sized(o, {B, L, D}) || !sized(v, {B, S, D})) return;
     // Their inputs keep their values from the first call to the last (the fused one reads them there).
     for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &scale, &mask}) {
       if (t->defined() && written_between(uses(*t), *qk_node, *pv_node)) return;
@@ -239,7 +248,11 @@ class AttentionFusion {
       mul_nodes[which] = *m;
       grads[which] = *call_at<BinaryCall>(g_, *m, KernelFamily::Binary)->tensors()[0];
     }
-    if (product_nodes[0] == product_nodes[1] || !head_rows(grads[0]) || !head_rows(grads[1]) || !head_rows(dv)) return;
+    if (product_nodes[0] == product_nodes[1] || !head_rows(grads[0]) || !head_rows(grads[1]) || !head_rows(dv) ||
+        grads[0].sizes() != f.q.sizes() || grads[1].sizes() != f.k.sizes() || dv.sizes() != f.v.sizes() ||
+        d_out.sizes() != f.q.sizes()) {
+      return;
+    }
     const std::array<std::size_t, 7> matched{*dv_node, *dp_node, sb, product_nodes[0], mul_nodes[0],
                                              product_nodes[1], mul_nodes[1]};
     const std::size_t first = *std::min_element(matched.begin(), matched.end());
