@@ -1,6 +1,7 @@
 // tests/compile/compiled_training.h — three compiled SGD steps of a model under a chosen list of
 // passes, and what they leave: the tests of a pass that must keep every bit train with the pass
-// and without it and compare. Also same_bits, the comparison of two kernels' results.
+// and without it and compare. Also same_bits, the comparison of two kernels' results, and
+// Trainer, a model with its optimizer and step for eager and compiled runs side by side.
 #pragma once
 
 #include <functional>
@@ -24,6 +25,27 @@ struct CompiledRun {
   std::vector<double> values;           // the losses, then each parameter's first elements
   std::size_t counted_arguments = 0;    // kernel arguments of the graph that `counted` accepts
   std::int64_t reorders = 0;            // oneDNN's reorders in the last replay
+};
+
+/// A model, its optimizer and the step function, eager or compiled.
+template <class Model>
+struct Trainer {
+  explicit Trainer(std::uint64_t seed, DType dtype, bool adam) {
+    manual_seed(seed);
+    model = std::make_shared<Model>();
+    model->to(dtype);
+    if (adam) opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions(1e-2));
+    else opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  }
+  Tensor step(const Tensor& x, const Tensor& y) {
+    opt->zero_grad();
+    Tensor loss = cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt->step();
+    return loss;
+  }
+  std::shared_ptr<Model> model;
+  std::unique_ptr<optim::Optimizer> opt;
 };
 
 /// Trains a Model(args...) in `dtype` three SGD steps compiled with `passes`, from fixed seeds.

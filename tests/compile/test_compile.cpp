@@ -13,6 +13,7 @@
 #include "compile/capture.h"
 #include "compile/passes.h"
 #include "core/routes.h"
+#include "compiled_training.h"
 #include "support/test_util.h"
 
 namespace kiln {
@@ -74,33 +75,12 @@ struct SmallMlp : nn::Module {
   Tensor forward(const Tensor& x) override { return fc2->forward(fc1->forward(x).relu()); }
 };
 
-/// A model, its optimizer and the step function, eager or compiled.
-template <class Model>
-struct Trainer {
-  explicit Trainer(std::uint64_t seed, DType dtype, bool adam) {
-    manual_seed(seed);
-    model = std::make_shared<Model>();
-    model->to(dtype);
-    if (adam) opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions(1e-2));
-    else opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  }
-  Tensor step(const Tensor& x, const Tensor& y) {
-    opt->zero_grad();
-    Tensor loss = cross_entropy(model->forward(x), y);
-    loss.backward();
-    opt->step();
-    return loss;
-  }
-  std::shared_ptr<Model> model;
-  std::unique_ptr<optim::Optimizer> opt;
-};
-
 /// Trains `steps` steps eagerly and compiled, from the same seed and the same batches, and
 /// checks that they agree after each; returns the compiled step for further checks.
 template <class Model>
 void expect_same_training(const Shape& input, std::int64_t classes, DType dtype, bool adam, int steps,
                           double tolerance, const std::string& passes = "all") {
-  Trainer<Model> eager(7, dtype, adam), compiled(7, dtype, adam);
+  testing::Trainer<Model> eager(7, dtype, adam), compiled(7, dtype, adam);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); }, {.passes = passes});
   manual_seed(11);
   for (int i = 0; i < steps; ++i) {
@@ -154,7 +134,7 @@ TEST_F(CompileTest, AWideFirstLayerReadsItsGradientThroughThePoolOnOneDnnsRoute)
   for (const char* passes : {"fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_conv_bias_backward",
                              "fuse_conv_relu,fuse_pool_relu_backward,fuse_conv_pool,fuse_conv_bias_backward,"
                              "fuse_unpool_weight_gradient"}) {
-    Trainer<RgbCnn> trainer(3, kFloat32, false);
+    testing::Trainer<RgbCnn> trainer(3, kFloat32, false);
     auto step = compile([&](const Tensor& x, const Tensor& y) { return trainer.step(x, y); }, {.passes = passes});
     manual_seed(2);
     const Tensor x = randn({6, 3, 10, 10}), y = randint(0, 4, {6});
@@ -173,7 +153,7 @@ TEST_F(CompileTest, ANanInALayerReachesTheLossAsItDoesEagerly) {
   // A dead layer must show: with one NaN weight in conv2 (oneDNN's route) or in fc1, every
   // fusion keeps the NaN through relu and pooling into the loss (Note [oneDNN's relu drops NaN]).
   for (const char* layer : {"conv2.weight", "fc1.weight"}) {
-    Trainer<examples::Cnn> trainer(3, kFloat32, false);
+    testing::Trainer<examples::Cnn> trainer(3, kFloat32, false);
     for (const auto& [name, parameter] : trainer.model->named_parameters()) {
       NoGradGuard no_grad;
       if (name == layer) parameter.view({-1}).narrow(0, 0, 1).fill_(std::nan(""));
@@ -191,13 +171,13 @@ TEST_F(CompileTest, ANanInALayerReachesTheLossAsItDoesEagerly) {
 TEST_F(CompileTest, FreezingAParameterCapturesAgain) {
   // requires_grad_(false) on a parameter after the capture changes which gradients the step
   // computes: the next call must capture again, and the frozen layer must stay as it is.
-  Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
+  testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
   manual_seed(5);
   Tensor frozen_weight;
   for (int i = 0; i < 5; ++i) {
     if (i == 2) {
-      for (Trainer<SmallMlp>* t : {&eager, &compiled}) {
+      for (testing::Trainer<SmallMlp>* t : {&eager, &compiled}) {
         t->model->fc1->weight.requires_grad_(false);
         t->model->fc1->bias.requires_grad_(false);
       }
@@ -212,7 +192,7 @@ TEST_F(CompileTest, FreezingAParameterCapturesAgain) {
 }
 
 TEST_F(CompileTest, AReplayAllocatesNothing) {
-  Trainer<SmallCnn> run(3, kFloat32, true);
+  testing::Trainer<SmallCnn> run(3, kFloat32, true);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); });
   const Tensor x = randn({4, 1, 12, 12}), y = randint(0, 5, {4});
   step(x, y);  // captures
@@ -265,7 +245,7 @@ TEST_F(CompileTest, AGradientIsBoundWithoutACopyAsEagerCodeBindsIt) {
   // AccumulateGrad takes a gradient without copying it when nothing else holds it. The capture
   // must not be that something else (compile/kernel_call.h keeps its own handles), or the graph
   // replays a clone the eager step never makes: for every leaf's gradient, no copy writes it.
-  Trainer<SmallCnn> run(3, kFloat32, false);
+  testing::Trainer<SmallCnn> run(3, kFloat32, false);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); }, {.passes = "none"});
   step(randn({4, 1, 12, 12}), randint(0, 5, {4}));
   std::set<const Storage*> bound;
@@ -281,7 +261,7 @@ TEST_F(CompileTest, AGradientIsBoundWithoutACopyAsEagerCodeBindsIt) {
 }
 
 TEST_F(CompileTest, ANewBatchSizeCapturesAgainAndTheOldGraphStays) {
-  Trainer<SmallMlp> run(1, kFloat32, false);
+  testing::Trainer<SmallMlp> run(1, kFloat32, false);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); });
   step(randn({6, 12}), randint(0, 3, {6}));
   step(randn({6, 12}), randint(0, 3, {6}));
@@ -298,7 +278,7 @@ TEST_F(CompileTest, ANewBatchSizeCapturesAgainAndTheOldGraphStays) {
 }
 
 TEST_F(CompileTest, AStepThatReadsAComputedValueOnTheHostRunsEagerlyAndSaysWhere) {
-  Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
+  testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
   double seen = 0.0;
   std::vector<std::string> warnings;
   const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
@@ -327,7 +307,7 @@ TEST_F(CompileTest, AStepThatReadsAComputedValueOnTheHostRunsEagerlyAndSaysWhere
 TEST_F(CompileTest, StepsWithModuleHooksOrCheckpointingRunEagerlyAndSayWhy) {
   for (const bool checkpointed : {false, true}) {
     SCOPED_TRACE(checkpointed ? "checkpoint" : "hook");
-    Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
+    testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
     int fired = 0;
     nn::RemovableHandle hook;
     if (!checkpointed) {
@@ -365,7 +345,7 @@ TEST_F(CompileTest, StepsWithModuleHooksOrCheckpointingRunEagerlyAndSayWhy) {
 }
 
 TEST_F(CompileTest, TheGraphPrintsLikeFxAndExportsToDot) {
-  Trainer<SmallMlp> run(4, kFloat32, false);
+  testing::Trainer<SmallMlp> run(4, kFloat32, false);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); }, {.passes = "none"});
   step(randn({6, 12}), randint(0, 3, {6}));
   const std::string text = step.graph().print();
@@ -386,7 +366,7 @@ TEST_F(CompileTest, EveryPassKeepsTheResults) {
   for (const compiler::Pass& p : compiler::all_passes()) selections.push_back(p.name);
   std::vector<double> reference;
   for (const std::string& passes : selections) {
-    Trainer<SmallCnn> run(5, kFloat64, true);
+    testing::Trainer<SmallCnn> run(5, kFloat64, true);
     auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); }, {.passes = passes});
     manual_seed(3);
     std::vector<double> losses;
@@ -413,7 +393,7 @@ TEST_F(CompileTest, TheFusionPassesFireOnTrainCnnsStepAndKeepItsResults) {
                                     "fuse_pool_relu_backward", "fuse_linear", "fuse_conv_bias_backward",
                                     "fuse_pool_relu_backward,fuse_conv_bias_backward,fuse_unpool_conv_backward",
                                     "all"}) {
-    Trainer<examples::Cnn> trainer(9, kFloat32, true);
+    testing::Trainer<examples::Cnn> trainer(9, kFloat32, true);
     auto step = compile([&](const Tensor& x, const Tensor& y) { return trainer.step(x, y); }, {.passes = passes});
     manual_seed(4);
     std::vector<double> losses;
