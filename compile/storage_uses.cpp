@@ -93,6 +93,11 @@ bool is_whole_value(const Tensor& t, const Tensor& like) {
   return storage_of(t) == storage_of(like) && covers_storage(t) && t.sizes() == like.sizes();
 }
 
+bool same_view(const Tensor& a, const Tensor& b) {
+  return storage_of(a) == storage_of(b) && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         a.impl()->storage_offset() == b.impl()->storage_offset() && a.dtype() == b.dtype();
+}
+
 std::size_t handles_on(const KernelCall& call, const Storage* s) {
   std::size_t count = 0;
   for (const Tensor* t : call.tensors()) count += storage_of(*t) == s;

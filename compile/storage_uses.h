@@ -67,6 +67,9 @@ bool covers_storage(const Tensor& t);
 /// Whether `t` is all of `like`'s storage with `like`'s sizes: the same whole value.
 bool is_whole_value(const Tensor& t, const Tensor& like);
 
+/// Whether `a` and `b` are the same view: storage, sizes, strides, offset and dtype.
+bool same_view(const Tensor& a, const Tensor& b);
+
 /// How many of `call`'s tensor arguments lie on storage `s`.
 std::size_t handles_on(const KernelCall& call, const Storage* s);
 

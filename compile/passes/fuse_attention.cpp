@@ -44,12 +44,6 @@ using ForwardCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const
 using BackwardCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                const Tensor&, const Tensor&, const Tensor&>;
 
-/// The same view: storage, sizes, strides and offset.
-bool same_view(const Tensor& a, const Tensor& b) {
-  return storage_of(a) == storage_of(b) && a.sizes() == b.sizes() && a.strides() == b.strides() &&
-         a.impl()->storage_offset() == b.impl()->storage_offset();
-}
-
 /// [B, rows, D] on the CPU with contiguous rows, Float32 or Float64: what the kernels read.
 bool head_rows(const Tensor& t) {
   return t.defined() && t.dim() == 3 && t.strides()[2] == 1 && t.device().type() == DeviceType::CPU &&
@@ -59,18 +53,6 @@ bool head_rows(const Tensor& t) {
 /// Whether t has exactly these sizes.
 bool sized(const Tensor& t, std::initializer_list<std::int64_t> sizes) {
   return t.sizes() == IntArrayRef(sizes);
-}
-
-/// The kernel call of node n when it is one of `family` with signature `Call`, else null.
-template <class Call>
-Call* call_at(Graph& g, std::size_t n, KernelFamily family) {
-  return kernel_call<Call>(g.nodes[n], family);
-}
-
-/// The single writer of storage `s`, when there is exactly one.
-std::optional<std::size_t> only_writer(const StorageUses& uses) {
-  if (uses.pinned || uses.writes.size() != 1) return std::nullopt;
-  return uses.writes.front();
 }
 
 /// What a fused forward leaves for its backward to match.
@@ -114,7 +96,7 @@ class AttentionFusion {
     const std::optional<std::size_t> r = only_reader(u);
     if (!covers_storage(result) || !r || *r <= at || removed_[*r] || u.writes.size() != 1) return result;
     using CopyCall = TypedCall<const Tensor&, const Tensor&>;
-    CopyCall* copy = call_at<CopyCall>(g_, *r, KernelFamily::Copy);
+    CopyCall* copy = kernel_call<CopyCall>(g_.nodes[*r], KernelFamily::Copy);
     if (copy == nullptr) return result;
     const auto& [dst, src] = copy->arguments();
     if (dst.dtype() != result.dtype() || !same_view(src, result.transpose(0, 1)) || dst.dim() != 3 ||
@@ -127,7 +109,7 @@ class AttentionFusion {
 
   /// The mul by a 0-dim scale at node n: (its input, the scale).
   std::optional<std::pair<Tensor, Tensor>> scaled(std::size_t n) {
-    BinaryCall* mul = call_at<BinaryCall>(g_, n, KernelFamily::Binary);
+    BinaryCall* mul = kernel_call<BinaryCall>(g_.nodes[n], KernelFamily::Binary);
     if (mul == nullptr || !mul->id().is(BinaryOp::Mul)) return std::nullopt;
     const std::vector<Tensor*> args = mul->tensors();  // (out, x, scale)
     const Tensor& scale = *args[2];
@@ -136,7 +118,7 @@ class AttentionFusion {
   }
 
   void fuse_forward_at(std::size_t s) {
-    SoftmaxCall* softmax = call_at<SoftmaxCall>(g_, s, KernelFamily::SoftmaxForward);
+    SoftmaxCall* softmax = kernel_call<SoftmaxCall>(g_.nodes[s], KernelFamily::SoftmaxForward);
     if (softmax == nullptr) return;
     const auto [p, x, dim, log] = softmax->arguments();
     if (log || x.dim() != 3 || dim != 2 || !covers_storage(p) || !head_rows(x) || x.numel() == 0) return;
@@ -145,7 +127,7 @@ class AttentionFusion {
     // X = S · scale, or X = (S · scale) + M.
     Tensor mask;
     std::optional<std::size_t> add_node, mul_node = x_node;
-    if (BinaryCall* add = call_at<BinaryCall>(g_, *x_node, KernelFamily::Binary); add && add->id().is(BinaryOp::Add)) {
+    if (BinaryCall* add = kernel_call<BinaryCall>(g_.nodes[*x_node], KernelFamily::Binary); add && add->id().is(BinaryOp::Add)) {
       const std::vector<Tensor*> args = add->tensors();  // (X, X1, M)
       if (!args[2]->defined() || args[2]->dtype() != x.dtype() || args[2]->dim() > 3) return;
       mask = args[2]->expand(x.sizes());
@@ -159,7 +141,7 @@ class AttentionFusion {
     const auto& [scores, scale] = *scaled_input;
     const std::optional<std::size_t> qk_node = made_only_for(scores, *mul_node);
     if (!qk_node) return;
-    BmmCall* qk = call_at<BmmCall>(g_, *qk_node, KernelFamily::Bmm);
+    BmmCall* qk = kernel_call<BmmCall>(g_.nodes[*qk_node], KernelFamily::Bmm);
     if (qk == nullptr) return;
     const Tensor q = std::get<1>(qk->arguments()), k = std::get<2>(qk->arguments()).transpose(1, 2);
     const std::int64_t B = x.size(0), L = x.size(1), S = x.size(2), D = q.dim() == 3 ? q.size(2) : 0;
@@ -171,12 +153,12 @@ class AttentionFusion {
     std::optional<std::size_t> pv_node;
     for (std::size_t r : uses(p).reads) {
       if (r <= s || removed_[r]) continue;
-      BmmCall* pv = call_at<BmmCall>(g_, r, KernelFamily::Bmm);
+      BmmCall* pv = kernel_call<BmmCall>(g_.nodes[r], KernelFamily::Bmm);
       if (pv != nullptr && same_view(std::get<1>(pv->arguments()), p)) pv_node = r;
       break;
     }
     if (!pv_node || uses(p).writes.size() != 1) return;
-    BmmCall* pv = call_at<BmmCall>(g_, *pv_node, KernelFamily::Bmm);
+    BmmCall* pv = kernel_call<BmmCall>(g_.nodes[*pv_node], KernelFamily::Bmm);
     const Tensor o = std::get<0>(pv->arguments()), v = std::get<2>(pv->arguments());
     if (!head_rows(o) || !head_rows(v) || v.dtype() != x.dtype() || !sized(o, {B, L, D}) || !sized(v, {B, S, D})) return;
     // Their inputs keep their values from the first call to the last (the fused one reads them there).
@@ -197,7 +179,7 @@ class AttentionFusion {
   /// The product at node n of a view of `a` (transposed or not) and the whole `other`: its
   /// output, when it is all of its storage.
   std::optional<Tensor> product_of(std::size_t n, const Tensor& a_view, const Tensor& c_view) {
-    BmmCall* call = call_at<BmmCall>(g_, n, KernelFamily::Bmm);
+    BmmCall* call = kernel_call<BmmCall>(g_.nodes[n], KernelFamily::Bmm);
     if (call == nullptr) return std::nullopt;
     const auto& [out, a, c] = call->arguments();
     if (!same_view(a, a_view) || !same_view(c, c_view)) return std::nullopt;
@@ -205,7 +187,7 @@ class AttentionFusion {
   }
 
   void fuse_backward_at(std::size_t sb) {
-    SoftmaxBackwardCall* call = call_at<SoftmaxBackwardCall>(g_, sb, KernelFamily::SoftmaxBackward);
+    SoftmaxBackwardCall* call = kernel_call<SoftmaxBackwardCall>(g_.nodes[sb], KernelFamily::SoftmaxBackward);
     if (call == nullptr) return;
     const auto [ds, dp, p, dim, log] = call->arguments();
     const auto fused = fused_.find(storage_of(p));
@@ -214,7 +196,7 @@ class AttentionFusion {
     // dP = bmm(dO, Vᵀ), read by this softmax_backward alone.
     const std::optional<std::size_t> dp_node = made_only_for(dp, sb);
     if (!dp_node) return;
-    BmmCall* dp_call = call_at<BmmCall>(g_, *dp_node, KernelFamily::Bmm);
+    BmmCall* dp_call = kernel_call<BmmCall>(g_.nodes[*dp_node], KernelFamily::Bmm);
     if (dp_call == nullptr || !same_view(std::get<2>(dp_call->arguments()), f.v.transpose(1, 2))) return;
     const Tensor d_out = std::get<1>(dp_call->arguments());
     if (!head_rows(d_out)) return;
@@ -247,7 +229,7 @@ class AttentionFusion {
       if (!input || !same_view(input->first, *t) || storage_of(input->second) != storage_of(f.scale)) return;
       product_nodes[which] = r;
       mul_nodes[which] = *m;
-      grads[which] = *call_at<BinaryCall>(g_, *m, KernelFamily::Binary)->tensors()[0];
+      grads[which] = *kernel_call<BinaryCall>(g_.nodes[*m], KernelFamily::Binary)->tensors()[0];
     }
     if (product_nodes[0] == product_nodes[1] || !head_rows(grads[0]) || !head_rows(grads[1]) || !head_rows(dv) ||
         grads[0].sizes() != f.q.sizes() || grads[1].sizes() != f.k.sizes() || dv.sizes() != f.v.sizes() ||

@@ -36,11 +36,6 @@ using SumCall = TypedCall<const Tensor&, const Tensor&, IntArrayRef, double>;
 using FusedCall =
     TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Im2ColGeometry&, std::int64_t>;
 
-bool same_view(const Tensor& a, const Tensor& b) {
-  return storage_of(a) == storage_of(b) && a.sizes() == b.sizes() && a.strides() == b.strides() &&
-         a.impl()->storage_offset() == b.impl()->storage_offset() && a.dtype() == b.dtype();
-}
-
 /// The node that sums `grad_output` into a bias gradient of `channels` values, if any.
 std::optional<std::size_t> bias_sum_of(const Graph& g, const StorageUses& grad_output_uses,
                                        const Tensor& grad_output, std::int64_t channels) {

@@ -44,6 +44,12 @@ inline std::optional<std::size_t> only_reader(const StorageUses& uses) {
   return uses.reads.front();
 }
 
+/// The one node that writes a storage with these uses, when exactly one does and nothing pins it.
+inline std::optional<std::size_t> only_writer(const StorageUses& uses) {
+  if (uses.pinned || uses.writes.size() != 1) return std::nullopt;
+  return uses.writes.front();
+}
+
 /// Offers each node that runs a kernel of `family` through a `Call`, in order and unless an
 /// earlier fusion removed it, to `fuse(n, call, removed)`; then removes the nodes it marked.
 template <class Call, class Fuse>

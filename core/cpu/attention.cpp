@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu/block_lanes.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/softmax_row.h"
@@ -45,19 +46,9 @@ namespace {
 
 /// A vector of 64 bytes: 16 floats or 8 doubles (AVX-512's register; two AVX2 ones elsewhere).
 template <class T>
-struct LanesOf;
-template <>
-struct LanesOf<float> {
-  using type = float __attribute__((vector_size(64)));
-};
-template <>
-struct LanesOf<double> {
-  using type = double __attribute__((vector_size(64)));
-};
-template <class T>
-using Lanes = typename LanesOf<T>::type;
-template <class T>
 constexpr std::int64_t kWidth = 64 / sizeof(T);
+template <class T>
+using Lanes = typename VectorOf<T, static_cast<int>(kWidth<T>)>::type;
 
 template <class T>
 Lanes<T> load(const T* p, std::int64_t n) {
