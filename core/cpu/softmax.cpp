@@ -69,17 +69,16 @@ void sum_block(const T* p, const Geometry& g, Eigen::ArrayXd& sums) {
 
 template <class T>
 void forward_row(T* out, const T* x, std::int64_t n, bool log) {
+  if (!log) {
+    softmax_row(out, x, n);
+    return;
+  }
   const ConstRow<T> in(x, n);
   Row<T> y(out, n);
-  const T max = in.maxCoeff();
-  if (log) {
-    y = in - shift_of(max);
-    auto& exponentials = scratch_row<T>(n);
-    exponentials = y.exp();
-    y -= static_cast<T>(std::log(sum_contiguous(exponentials.data(), n)));
-  } else {
-    softmax_row(out, x, n);
-  }
+  y = in - shift_of(in.maxCoeff());
+  auto& exponentials = scratch_row<T>(n);
+  exponentials = y.exp();
+  y -= static_cast<T>(std::log(sum_contiguous(exponentials.data(), n)));
 }
 
 template <class T>
@@ -104,13 +103,12 @@ void forward_block(T* out, const T* x, const Geometry& g, bool log) {
 
 template <class T>
 void backward_row(T* grad_in, const T* grad_out, const T* y, std::int64_t n, bool log) {
-  const ConstRow<T> g(grad_out, n), out(y, n);
-  Row<T> gi(grad_in, n);
-  if (log) {
-    gi = g - out.exp() * static_cast<T>(sum_contiguous(grad_out, n));
-  } else {
+  if (!log) {
     softmax_backward_row(grad_in, grad_out, y, n, scratch_row<T>(n).data());
+    return;
   }
+  const ConstRow<T> g(grad_out, n), out(y, n);
+  Row<T>(grad_in, n) = g - out.exp() * static_cast<T>(sum_contiguous(grad_out, n));
 }
 
 template <class T>
