@@ -18,6 +18,7 @@
 
 #include "core/cpu/cascade_sum.h"
 #include "core/cpu/cpu_kernels.h"
+#include "core/cpu/eigen_exp.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/rows.h"
 #include "core/cpu/softmax_row.h"
@@ -78,6 +79,7 @@ void forward_row(T* out, const T* x, std::int64_t n, bool log) {
   y = in - shift_of(in.maxCoeff());
   auto& exponentials = scratch_row<T>(n);
   exponentials = y.exp();
+  zero_exp_floor(exponentials.data(), n);
   y -= static_cast<T>(std::log(sum_contiguous(exponentials.data(), n)));
 }
 
@@ -92,10 +94,12 @@ void forward_block(T* out, const T* x, const Geometry& g, bool log) {
     y = in.colwise() - shift;
     auto& exponentials = scratch_row<T>(g.n * g.inner);
     Block<T>(exponentials.data(), g.inner, g.n) = y.exp();
+    zero_exp_floor(exponentials.data(), g.n * g.inner);
     sum_block(exponentials.data(), g, sums);
     y.colwise() -= sums.log().template cast<T>();
   } else {
     y = (in.colwise() - shift).exp();
+    zero_exp_floor(out, g.n * g.inner);
     sum_block(out, g, sums);
     y.colwise() /= sums.template cast<T>();
   }
@@ -108,7 +112,10 @@ void backward_row(T* grad_in, const T* grad_out, const T* y, std::int64_t n, boo
     return;
   }
   const ConstRow<T> g(grad_out, n), out(y, n);
-  Row<T>(grad_in, n) = g - out.exp() * static_cast<T>(sum_contiguous(grad_out, n));
+  auto& exponentials = scratch_row<T>(n);
+  exponentials = out.exp();
+  zero_exp_floor(exponentials.data(), n);
+  Row<T>(grad_in, n) = g - exponentials * static_cast<T>(sum_contiguous(grad_out, n));
 }
 
 template <class T>
@@ -118,7 +125,11 @@ void backward_block(T* grad_in, const T* grad_out, const T* y, const Geometry& g
   Eigen::ArrayXd sums;
   if (log) {
     sum_block(grad_out, geo, sums);
-    gi = g - out.exp() * sums.template cast<T>().replicate(1, geo.n);
+    auto& exponentials = scratch_row<T>(geo.n * geo.inner);
+    Block<T> e(exponentials.data(), geo.inner, geo.n);
+    e = out.exp();
+    zero_exp_floor(exponentials.data(), geo.n * geo.inner);
+    gi = g - e * sums.template cast<T>().replicate(1, geo.n);
   } else {
     auto& products = scratch_row<T>(geo.n * geo.inner);
     Block<T>(products.data(), geo.inner, geo.n) = g * out;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/cpu/cascade_sum.h"
+#include "core/cpu/eigen_exp.h"
 #include "core/cpu/rows.h"
 
 namespace kiln::cpu {
@@ -19,6 +20,7 @@ void softmax_row(T* out, const T* x, std::int64_t n) {
   Row<T> y(out, n);
   const T max = in.maxCoeff();
   y = (in - max).exp();
+  zero_exp_floor(out, n);
   y /= static_cast<T>(sum_contiguous(out, n));
 }
 

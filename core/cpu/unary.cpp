@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/cpu/cpu_kernels.h"
+#include "core/cpu/eigen_exp.h"
 #include "core/cpu/loops.h"
 #include "core/dispatch.h"
 
@@ -26,7 +27,10 @@ void eigen_unary(T* out, const T* in, std::int64_t n) {
   using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
   Eigen::Map<Array> o(out, n);
   Eigen::Map<const Array> a(in, n);
-  if constexpr (Op == UnaryOp::Exp) o = a.exp();
+  if constexpr (Op == UnaryOp::Exp) {
+    o = a.exp();
+    zero_exp_floor(out, n);
+  }
   else if constexpr (Op == UnaryOp::Log) o = a.log();
   else if constexpr (Op == UnaryOp::Tanh) o = a.tanh();
   else if constexpr (Op == UnaryOp::Sqrt) o = a.sqrt();
