@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/cpu/block_lanes.h"
@@ -41,6 +42,26 @@ namespace kiln::cpu {
 // accumulator), but oneDNN's kernels may block k differently, so the products, and everything
 // after them, can differ in the last bits from eager's: the pass's Note says so and
 // tests/compile/test_fuse_attention.cpp holds them to Float64.
+
+// Note [What the mask hides is not computed]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Under a causal mask half of every head's scores are -inf: their probabilities are exactly 0,
+// and so are their terms in P V, their dS (P times anything finite) and those terms in dS K,
+// dSᵀ Q and Pᵀ dO. Each head first finds, row by row, where its last live value is (the last
+// mask value that is not -inf forward, the last probability that is not 0 backward, a whole
+// vector at a time), and each product tile then sums and stores only that much: the scores'
+// columns and dP's up to the tile's last live column, P V's and dS K's k up to it, and Pᵀ dO's
+// and dSᵀ Q's k from the first row that reaches the tile's column. The softmax and its
+// backward take the exp and the products over the live part only and write zeros past it, and
+// still sum over the whole row in its order, so every value is the one the whole computation
+// gives: terms left out are zeros, and a zero added changes no sum. (Two differences, both
+// where eager's result is not a number anyway: a -inf score whose product is +inf or NaN, and
+// an inf or NaN in V or dO that a zero probability would have multiplied, make NaNs in eager's
+// result and are not read here. A row that is all -inf is computed whole, NaNs and all.) The
+// mask need not be causal: any mask, or any probability that rounds to 0, trims the rows it ends.
+// On train_charlm's heads (64 x 64, causal) this made the forward about 10 % and the backward
+// 20 % faster by themselves, the compiled step 1 % (2-core Zen 4, alternating in one process),
+// with the same bits after 20 steps.
 
 namespace {
 
@@ -77,14 +98,29 @@ struct Epilogue {
   std::int64_t addend_row = 0;
 };
 
-/// out[r, 0 .. C vectors) = Σ_k a(r, k) b[k, ..] through `epilogue`, for R rows (row r of a at
-/// a_rows[r], of the addend at add_rows[r]); with Tail the last vector holds `tail` values.
+/// The part of a product that a tile of output rows [first, last) needs: the sums over k in
+/// [k_begin, k_end) and the columns [0, columns). What lies outside is a product of zeros (a
+/// probability the mask made zero, or its gradient), so leaving it out changes no sum
+/// (Note [What the mask hides is not computed]).
+struct TileExtent {
+  static constexpr std::int64_t kAll = std::numeric_limits<std::int64_t>::max();
+  std::int64_t k_begin = 0, k_end = kAll, columns = kAll;
+};
+/// The whole product, for every tile.
+struct WholeTiles {
+  TileExtent operator()(std::int64_t /*first*/, std::int64_t /*last*/) const { return {}; }
+};
+
+/// out[r, 0 .. C vectors) = Σ_k a(r, k) b[k, ..] over k in [k_begin, k_end), through the
+/// epilogue, for R rows (row r of a at a_rows[r], of the addend at add_rows[r]); with Tail the
+/// last vector holds `tail` values.
 template <class T, int R, int C, bool Tail>
-void product_tile(const T* const (&a_rows)[R], std::int64_t a_step, const T* b, std::int64_t b_row, std::int64_t k_end,
-                  T* const (&out_rows)[R], const T* const (&add_rows)[R], std::int64_t tail, T multiplier) {
+void product_tile(const T* const (&a_rows)[R], std::int64_t a_step, const T* b, std::int64_t b_row,
+                  std::int64_t k_begin, std::int64_t k_end, T* const (&out_rows)[R], const T* const (&add_rows)[R],
+                  std::int64_t tail, T multiplier) {
   constexpr std::int64_t W = kWidth<T>;
   Lanes<T> acc[R][C] = {};
-  for (std::int64_t k = 0; k < k_end; ++k) {
+  for (std::int64_t k = k_begin; k < k_end; ++k) {
     const T* const bk = b + k * b_row;
     Lanes<T> bv[C];
     for (int c = 0; c < C; ++c) {
@@ -106,13 +142,38 @@ void product_tile(const T* const (&a_rows)[R], std::int64_t a_step, const T* b, 
   }
 }
 
-/// The rows of `out` [m, n] a tile of R rows at a time; a last short tile repeats a's last row
-/// into a row of scratch.
+/// product_tile over the first `vectors` (≤ C) vectors of the tile's columns.
 template <class T, int R, int C>
-void product_columns(Operand<T> a, std::int64_t m, const T* b, std::int64_t b_row, std::int64_t k_end, T* out,
-                     std::int64_t out_row, std::int64_t tail, const Epilogue<T>& epilogue) {
-  T unused[C * kWidth<T>];
+void narrowed_tile(std::int64_t vectors, const T* const (&a_rows)[R], std::int64_t a_step, const T* b,
+                   std::int64_t b_row, std::int64_t k_begin, std::int64_t k_end, T* const (&out_rows)[R],
+                   const T* const (&add_rows)[R], std::int64_t tail, T multiplier) {
+  if constexpr (C > 1) {
+    if (vectors < C) {
+      narrowed_tile<T, R, C - 1>(vectors, a_rows, a_step, b, b_row, k_begin, k_end, out_rows, add_rows, tail,
+                                 multiplier);
+      return;
+    }
+  }
+  if (tail == kWidth<T>) {
+    product_tile<T, R, C, false>(a_rows, a_step, b, b_row, k_begin, k_end, out_rows, add_rows, tail, multiplier);
+  } else {
+    product_tile<T, R, C, true>(a_rows, a_step, b, b_row, k_begin, k_end, out_rows, add_rows, tail, multiplier);
+  }
+}
+
+/// The rows of `out` [m, columns c0 .. c0 + C vectors) a tile of R rows at a time, each tile
+/// over its extent; a last short tile repeats a's last row into a row of scratch.
+template <class T, int R, int C, class Extent>
+void product_columns(Operand<T> a, std::int64_t m, const T* b, std::int64_t b_row, std::int64_t k, T* out,
+                     std::int64_t out_row, std::int64_t c0, std::int64_t tail, const Epilogue<T>& epilogue,
+                     const Extent& extent) {
+  constexpr std::int64_t W = kWidth<T>;
+  T unused[C * W];
   for (std::int64_t i0 = 0; i0 < m; i0 += R) {
+    const TileExtent x = extent(i0, std::min(i0 + R, m));
+    const std::int64_t columns = std::min(x.columns - c0, (C - 1) * W + tail);
+    if (columns <= 0) continue;
+    const std::int64_t vectors = (columns + W - 1) / W;
     const T* a_rows[R];
     T* out_rows[R];
     const T* add_rows[R];
@@ -122,19 +183,17 @@ void product_columns(Operand<T> a, std::int64_t m, const T* b, std::int64_t b_ro
       out_rows[r] = i0 + r < m ? out + (i0 + r) * out_row : unused;
       add_rows[r] = epilogue.addend != nullptr ? epilogue.addend + i * epilogue.addend_row : nullptr;
     }
-    if (tail == kWidth<T>) {
-      product_tile<T, R, C, false>(a_rows, a.step, b, b_row, k_end, out_rows, add_rows, tail, epilogue.multiplier);
-    } else {
-      product_tile<T, R, C, true>(a_rows, a.step, b, b_row, k_end, out_rows, add_rows, tail, epilogue.multiplier);
-    }
+    narrowed_tile<T, R, C>(vectors, a_rows, a.step, b, b_row, std::max<std::int64_t>(x.k_begin, 0),
+                           std::min(x.k_end, k), out_rows, add_rows, vectors == C ? tail : W, epilogue.multiplier);
   }
 }
 
 /// out [m, n] (row stride out_row, rows contiguous) = multiplier · a [m, k] b [k, n] (b's rows
-/// contiguous, stride b_row): the micro-kernel of Note [Attention a head at a time].
-template <class T>
+/// contiguous, stride b_row), each tile of rows over its `extent`: the micro-kernel of Note
+/// [Attention a head at a time].
+template <class T, class Extent = WholeTiles>
 void product(Operand<T> a, std::int64_t m, const T* b, std::int64_t b_row, std::int64_t k, std::int64_t n, T* out,
-             std::int64_t out_row, Epilogue<T> epilogue = {}) {
+             std::int64_t out_row, Epilogue<T> epilogue = {}, const Extent& extent = {}) {
   constexpr std::int64_t W = kWidth<T>;
   for (std::int64_t c0 = 0; c0 < n; c0 += 4 * W) {
     const std::int64_t width = std::min(4 * W, n - c0);
@@ -144,10 +203,10 @@ void product(Operand<T> a, std::int64_t m, const T* b, std::int64_t b_row, std::
     Epilogue<T> e = epilogue;
     if (e.addend != nullptr) e.addend += c0;
     switch (vectors) {
-      case 4: product_columns<T, 6, 4>(a, m, bc, b_row, k, oc, out_row, tail, e); break;
-      case 3: product_columns<T, 6, 3>(a, m, bc, b_row, k, oc, out_row, tail, e); break;
-      case 2: product_columns<T, 8, 2>(a, m, bc, b_row, k, oc, out_row, tail, e); break;
-      default: product_columns<T, 8, 1>(a, m, bc, b_row, k, oc, out_row, tail, e); break;
+      case 4: product_columns<T, 6, 4>(a, m, bc, b_row, k, oc, out_row, c0, tail, e, extent); break;
+      case 3: product_columns<T, 6, 3>(a, m, bc, b_row, k, oc, out_row, c0, tail, e, extent); break;
+      case 2: product_columns<T, 8, 2>(a, m, bc, b_row, k, oc, out_row, c0, tail, e, extent); break;
+      default: product_columns<T, 8, 1>(a, m, bc, b_row, k, oc, out_row, c0, tail, e, extent); break;
     }
   }
 }
@@ -190,6 +249,71 @@ Sizes sizes_of(const Tensor& q, const Tensor& k) {
   return {q.sizes()[0], q.sizes()[1], k.sizes()[1], q.sizes()[2]};
 }
 
+/// Which part of a head's [L, S] scores can be nonzero: row i's first live[i] columns, a whole
+/// number of vectors; first_row[j] is the first row whose live columns include column j
+/// (Note [What the mask hides is not computed]).
+struct LiveColumns {
+  const std::int64_t* live;
+  const std::int64_t* first_row;
+};
+
+/// LiveColumns of the [L, S] rows at `rows` (row stride `row`) where a value whose bits are
+/// `dead`'s plays no part past a row's last value that is not (no rows: all of them live). A row
+/// with no live value counts as live throughout, so that it is computed as eager computes it (a
+/// fully masked row's NaNs).
+template <class T>
+LiveColumns live_columns(const T* rows, std::int64_t row, std::int64_t L, std::int64_t S, T dead) {
+  constexpr std::int64_t W = kWidth<T>;
+  using Bits = BlockBits<T, static_cast<int>(W)>;
+  Bits dead_bits;
+  for (std::int64_t e = 0; e < W; ++e) std::memcpy(&dead_bits[e], &dead, sizeof(T));
+  // A vector at a time from the row's end; a short last vector is padded with dead values.
+  const auto all_dead = [&dead_bits](const T* v, std::int64_t count) {
+    Bits x = dead_bits;
+    if (count == W) std::memcpy(&x, v, sizeof(x));
+    else std::memcpy(&x, v, static_cast<std::size_t>(count) * sizeof(T));
+    return std::memcmp(&x, &dead_bits, sizeof(x)) == 0;
+  };
+  std::int64_t* const live = head_scratch<std::int64_t, 0>(L + S);
+  std::int64_t* const first_row = live + L;
+  std::int64_t j = 0;  // columns [0, j) have their first row already
+  for (std::int64_t i = 0; i < L; ++i) {
+    const T* const r = rows + i * row;
+    std::int64_t end = (S - 1) / W * W;  // the last vector's start
+    while (rows != nullptr && end >= 0 && all_dead(r + end, std::min(W, S - end))) end -= W;
+    live[i] = end < 0 ? S : std::min(S, end + W);
+    for (; j < live[i]; ++j) first_row[j] = i;
+  }
+  for (; j < S; ++j) first_row[j] = L;
+  return {live, first_row};
+}
+
+/// The most live columns of rows [first, last).
+inline std::int64_t most_live(const std::int64_t* live, std::int64_t first, std::int64_t last) {
+  return *std::max_element(live + first, live + last);
+}
+
+/// Extents of the products over a head's rows i (the scores, dP = dO Vᵀ): their live columns.
+struct LiveScoreColumns {
+  const std::int64_t* live;
+  TileExtent operator()(std::int64_t first, std::int64_t last) const {
+    return {.columns = most_live(live, first, last)};
+  }
+};
+/// Of the products whose k runs along a row i of P or dS (P V, dS K): its live columns.
+struct LiveRowSums {
+  const std::int64_t* live;
+  TileExtent operator()(std::int64_t first, std::int64_t last) const {
+    return {.k_end = most_live(live, first, last)};
+  }
+};
+/// Of the products whose rows are columns j of P or dS, k running down them (Pᵀ dO, dSᵀ Q):
+/// from the first row that column is live in.
+struct LiveColumnSums {
+  const std::int64_t* first_row;
+  TileExtent operator()(std::int64_t first, std::int64_t /*last*/) const { return {.k_begin = first_row[first]}; }
+};
+
 template <class T>
 void forward_head(std::int64_t b, const Sizes& n, const Tensor& out, const Tensor& probs, const Tensor& q,
                   const Tensor& k, const Tensor& v, const Tensor& mask, T scale) {
@@ -197,12 +321,13 @@ void forward_head(std::int64_t b, const Sizes& n, const Tensor& out, const Tenso
   T* const p = probs.data_ptr<T>() + b * n.L * n.S;
   T* const kt = head_scratch<T, 0>(n.D * n.S);
   transpose_into(kt, kh.data, kh.row, n.S, n.D);
+  const T* const m = mask.defined() ? mask.data_ptr<T>() + b * mask.strides()[0] : nullptr;
+  const std::int64_t m_row = mask.defined() ? mask.strides()[1] : 0;
+  const LiveColumns live = live_columns(m, m_row, n.L, n.S, -std::numeric_limits<T>::infinity());
   // The scores straight into P's rows, scaled and masked as they are stored, then softmaxed in place.
-  const Epilogue<T> scaled_and_masked{scale, mask.defined() ? mask.data_ptr<T>() + b * mask.strides()[0] : nullptr,
-                                      mask.defined() ? mask.strides()[1] : 0};
-  product<T>({qh.data, qh.row, 1}, n.L, kt, n.S, n.D, n.S, p, n.S, scaled_and_masked);
-  for (std::int64_t i = 0; i < n.L; ++i) softmax_row(p + i * n.S, p + i * n.S, n.S);
-  product<T>({p, n.S, 1}, n.L, vh.data, vh.row, n.S, n.D, oh.data, oh.row);
+  product<T>({qh.data, qh.row, 1}, n.L, kt, n.S, n.D, n.S, p, n.S, {scale, m, m_row}, LiveScoreColumns{live.live});
+  for (std::int64_t i = 0; i < n.L; ++i) softmax_row(p + i * n.S, p + i * n.S, n.S, live.live[i]);
+  product<T>({p, n.S, 1}, n.L, vh.data, vh.row, n.S, n.D, oh.data, oh.row, {}, LiveRowSums{live.live});
 }
 
 template <class T>
@@ -212,18 +337,23 @@ void backward_head(std::int64_t b, const Sizes& n, const Tensor& grad_q, const T
   const Head<T> qh = head<T>(q, b), kh = head<T>(k, b), vh = head<T>(v, b), doh = head<T>(grad_out, b);
   const Head<T> dq = head<T>(grad_q, b), dk = head<T>(grad_k, b), dv = head<T>(grad_v, b);
   const T* const p = probs.data_ptr<T>() + b * n.L * n.S;
+  // A probability that is 0 (masked, or too small for T) adds nothing to any product below.
+  const LiveColumns live = live_columns(p, n.S, n.L, n.S, T(0));
   // dV = Pᵀ dO: row j of dV takes column j of P.
-  product<T>({p, 1, n.S}, n.S, doh.data, doh.row, n.L, n.D, dv.data, dv.row);
+  product<T>({p, 1, n.S}, n.S, doh.data, doh.row, n.L, n.D, dv.data, dv.row, {}, LiveColumnSums{live.first_row});
   // dP = dO Vᵀ, then dS = softmax's backward, row by row in place.
   T* const vt = head_scratch<T, 0>(n.D * n.S);
   T* const ds = head_scratch<T, 1>(n.L * n.S + n.S);
   T* const products = ds + n.L * n.S;
   transpose_into(vt, vh.data, vh.row, n.S, n.D);
-  product<T>({doh.data, doh.row, 1}, n.L, vt, n.S, n.D, n.S, ds, n.S);
-  for (std::int64_t i = 0; i < n.L; ++i) softmax_backward_row(ds + i * n.S, ds + i * n.S, p + i * n.S, n.S, products);
+  product<T>({doh.data, doh.row, 1}, n.L, vt, n.S, n.D, n.S, ds, n.S, {}, LiveScoreColumns{live.live});
+  for (std::int64_t i = 0; i < n.L; ++i) {
+    softmax_backward_row(ds + i * n.S, ds + i * n.S, p + i * n.S, n.S, live.live[i], products);
+  }
   // dQ = dS K · scale and dK = dSᵀ Q · scale, each sum rounded before it is scaled, as eager.
-  product<T>({ds, n.S, 1}, n.L, kh.data, kh.row, n.S, n.D, dq.data, dq.row, {scale});
-  product<T>({ds, 1, n.S}, n.S, qh.data, qh.row, n.L, n.D, dk.data, dk.row, {scale});
+  product<T>({ds, n.S, 1}, n.L, kh.data, kh.row, n.S, n.D, dq.data, dq.row, {scale}, LiveRowSums{live.live});
+  product<T>({ds, 1, n.S}, n.S, qh.data, qh.row, n.L, n.D, dk.data, dk.row, {scale},
+             LiveColumnSums{live.first_row});
 }
 
 using AttentionTypes = TypeList<float, double>;

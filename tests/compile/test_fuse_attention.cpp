@@ -140,6 +140,50 @@ TEST(AttentionKernels, AreAsAccurateInFloat32AsTheEagerOps) {
   }
 }
 
+TEST(AttentionKernels, LeaveOutOnlyWhatTheMaskHides) {
+  // What Note [What the mask hides is not computed] leaves out, on masks that stress it: each
+  // row of each head ends its masked run somewhere else, in no order from row to row (so tiles
+  // of rows take their longest), with a hidden score in the middle of some rows too and sizes
+  // that leave partial vectors.
+  manual_seed(13);
+  const Case c{3, 23, 37, 5};
+  const Tensor q = interleaved_heads(c.batch, c.L, c.D, kFloat64), k = interleaved_heads(c.batch, c.S, c.D, kFloat64),
+               v = interleaved_heads(c.batch, c.S, c.D, kFloat64);
+  const Tensor grad_out = randn({c.batch, c.L, c.D}, TensorOptions().dtype(kFloat64));
+  Tensor mask = randn({c.batch, c.L, c.S}, TensorOptions().dtype(kFloat64));
+  const Tensor hidden_from = randint(1, c.S + 1, {c.batch, c.L, 1});
+  const Tensor columns = arange(c.S).view({1, 1, c.S});
+  mask = masked_fill(mask, columns >= hidden_from, -std::numeric_limits<double>::infinity());
+  mask = masked_fill(mask, (columns == 2).logical_and(hidden_from > 4), -std::numeric_limits<double>::infinity());
+  const AttentionResults want = eager_attention(q, k, v, mask, 0.4, grad_out);
+  const AttentionResults got = fused_attention(q, k, v, mask, 0.4, grad_out);
+  EXPECT_TRUE(tensors_near(got.probs, want.probs, 1e-14));
+  EXPECT_TRUE(tensors_near(got.out, want.out, 1e-13));
+  EXPECT_TRUE(tensors_near(got.grad_q, want.grad_q, 1e-13));
+  EXPECT_TRUE(tensors_near(got.grad_k, want.grad_k, 1e-13));
+  EXPECT_TRUE(tensors_near(got.grad_v, want.grad_v, 1e-13));
+  // What was left out is what eager makes exactly zero.
+  EXPECT_EQ(masked_select(got.probs, columns >= hidden_from).abs().max().item<double>(), 0.0);
+}
+
+TEST(AttentionKernels, ComputeARowTheMaskHidesWholeAsEagerDoes) {
+  // softmax of a row of -inf is NaN, in eager attention and in the kernel: nothing is left out.
+  manual_seed(14);
+  const Case c{2, 5, 6, 3};
+  const Tensor q = interleaved_heads(c.batch, c.L, c.D, kFloat64), k = interleaved_heads(c.batch, c.S, c.D, kFloat64),
+               v = interleaved_heads(c.batch, c.S, c.D, kFloat64);
+  Tensor mask = causal_mask(c.L, c.S, kFloat64).clone();
+  mask.select(0, 2).fill_(-std::numeric_limits<double>::infinity());
+  const AttentionResults want = eager_attention(q, k, v, mask, 0.5, ones({c.batch, c.L, c.D}, kFloat64));
+  const AttentionResults got = fused_attention(q, k, v, mask, 0.5, ones({c.batch, c.L, c.D}, kFloat64));
+  const auto nan = [](const Tensor& t) { return t != t; };
+  for (const Tensor* t : {&got.probs, &got.out}) {
+    EXPECT_TRUE(nan(t->select(1, 2)).all().item<bool>());
+    EXPECT_FALSE(nan(t->select(1, 1)).any().item<bool>());
+  }
+  EXPECT_TRUE(tensors_near(got.out.select(1, 3), want.out.select(1, 3), 1e-13));
+}
+
 /// A Transformer layer (self-attention with a causal mask, 2 heads) and a classifier.
 struct TinyTransformer : nn::Module {
   explicit TinyTransformer(double dropout = 0.0) : Module("TinyTransformer") {
