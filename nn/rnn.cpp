@@ -171,11 +171,13 @@ std::pair<Tensor, TensorList> RNNBase::run(const Tensor& input, const TensorList
         continue;
       }
       // One matrix product for the whole sequence's input projections.
-      const Tensor projected = linear(x, w_ih, b_ih);
+      // Its steps as one unbind, whose backward stacks the steps' gradients once (Note [One node
+      // for the pieces]), not a select per step, each of whose backwards is a zeroed [T, B, G].
+      const TensorList projected = linear(x, w_ih, b_ih).unbind(0);
       TensorList out(static_cast<std::size_t>(steps));
       for (std::int64_t s = 0; s < steps; ++s) {
         const std::int64_t t = direction == 0 ? s : steps - 1 - s;
-        const Tensor xt = projected.select(0, t);
+        const Tensor& xt = projected[static_cast<std::size_t>(t)];
         h = mode == Mode::Gru ? gru_step(xt, h, w_hh, b_hh) : simple_step(xt, h, w_hh, b_hh, mode == Mode::RnnRelu);
         out[static_cast<std::size_t>(t)] = h;
       }

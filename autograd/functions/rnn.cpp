@@ -48,11 +48,12 @@ using autograd::Function;
 TensorList composed_lstm_layer(const Tensor& projected, const Tensor& h0, const Tensor& c0, const Tensor& weight_hh,
                                bool reverse) {
   const std::int64_t steps = projected.sizes()[0];
+  const TensorList step_inputs = projected.unbind(0);
   Tensor h = h0, c = c0;
   TensorList out(static_cast<std::size_t>(steps));
   for (std::int64_t s = 0; s < steps; ++s) {
     const std::int64_t t = reverse ? steps - 1 - s : s;
-    std::tie(h, c) = lstm_cell_from_gates(mm(h, weight_hh.t()) + projected.select(0, t), c);
+    std::tie(h, c) = lstm_cell_from_gates(mm(h, weight_hh.t()) + step_inputs[static_cast<std::size_t>(t)], c);
     out[static_cast<std::size_t>(t)] = h;
   }
   const Tensor output = steps > 0 ? stack(out, 0)
@@ -69,10 +70,11 @@ TensorList differentiable_lstm_backward(const Tensor& projected, const Tensor& h
   const std::size_t n = static_cast<std::size_t>(steps);
   std::vector<TensorList> gates(n);  // each step's activated i, f, g, o
   TensorList cells(n), previous_h(n), previous_c(n);
+  const TensorList step_inputs = projected.unbind(0), step_grads = grads[0].unbind(0);
   Tensor h = h0, c = c0;
   for (std::int64_t s = 0; s < steps; ++s) {
     const std::size_t t = static_cast<std::size_t>(reverse ? steps - 1 - s : s);
-    const TensorList g = (mm(h, weight_hh.t()) + projected.select(0, static_cast<std::int64_t>(t))).chunk(4, 1);
+    const TensorList g = (mm(h, weight_hh.t()) + step_inputs[t]).chunk(4, 1);
     gates[t] = {g[0].sigmoid(), g[1].sigmoid(), g[2].tanh(), g[3].sigmoid()};
     previous_h[t] = h;
     previous_c[t] = c;
@@ -86,7 +88,7 @@ TensorList differentiable_lstm_backward(const Tensor& projected, const Tensor& h
   for (std::int64_t s = 0; s < steps; ++s) {
     const std::size_t t = static_cast<std::size_t>(reverse ? s : steps - 1 - s);
     const TensorList& a = gates[t];  // i, f, g, o
-    dh = dh + grads[0].select(0, static_cast<std::int64_t>(t));
+    dh = dh + step_grads[t];
     const Tensor tanh_c = cells[t].tanh();
     const Tensor dc_total = dc + dh * a[3] * (1 - tanh_c * tanh_c);
     grad_gates[t] = cat({dc_total * a[2] * a[0] * (1 - a[0]), dc_total * previous_c[t] * a[1] * (1 - a[1]),

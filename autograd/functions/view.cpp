@@ -174,6 +174,51 @@ struct DiagonalFn : Function<DiagonalFn>, SubsetView<DiagonalFn> {
   }
 };
 
+// Note [One node for the pieces]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// split, chunk and unbind return views of their input, as narrow and select do, but made by
+// one node whose backward puts the pieces' gradients back side by side: one cat (a stack for
+// unbind) into a fresh tensor. As k separate narrows, each piece's backward would zero a whole
+// copy of the input and write its piece into it, and autograd would add the k copies up: k
+// times the input's size zeroed and summed where one copy of it suffices. That is quadratic in
+// a recurrence that takes its steps one select at a time (a GRU over T steps zeroed T copies
+// of the [T, B, 3H] projections); a Transformer's in_proj_weight.chunk(3) paid three zeroed
+// copies and a sum for every step. The nodes carry PyTorch's names (SplitBackward0,
+// SplitWithSizesBackward0, UnbindBackward0), and, as everywhere in Kiln, a piece that requires
+// grad cannot be modified in place (Note [In-place ops and the creation contract]).
+
+/// split (WithSizes false: split and chunk) and split_with_sizes, with their own node names.
+template <bool WithSizes>
+struct SplitFn : Function<SplitFn<WithSizes>> {
+  static constexpr const char* name = WithSizes ? "SplitWithSizesBackward0" : "SplitBackward0";
+  struct Saved { std::int64_t dim; };
+  static TensorList forward(Context<SplitFn>& ctx, const Tensor& x, IntArrayRef sizes, std::int64_t dim) {
+    ctx.saved = {dim};
+    TensorList parts;
+    std::int64_t start = 0;
+    for (std::int64_t length : sizes) {
+      parts.push_back(ops::narrow(x, dim, start, length));
+      start += length;
+    }
+    return parts;
+  }
+  // the pieces' gradients side by side, where the pieces lay
+  static TensorList backward(Context<SplitFn>& ctx, const TensorList& g) { return {cat(g, ctx.saved.dim)}; }
+};
+
+struct UnbindFn : Function<UnbindFn> {
+  static constexpr const char* name = "UnbindBackward0";
+  struct Saved { std::int64_t dim; };
+  static TensorList forward(Context<UnbindFn>& ctx, const Tensor& x, std::int64_t dim) {
+    ctx.saved = {dim};
+    TensorList parts;
+    for (std::int64_t i = 0; i < x.sizes()[dim]; ++i) parts.push_back(ops::select(x, dim, i));
+    return parts;
+  }
+  // each piece's gradient back in its place along dim
+  static TensorList backward(Context<UnbindFn>& ctx, const TensorList& g) { return {stack(g, ctx.saved.dim)}; }
+};
+
 }  // namespace
 
 Tensor Tensor::view(IntArrayRef sizes) const { return ViewFn::apply(*this, sizes, false); }
@@ -225,13 +270,11 @@ TensorList Tensor::split(std::int64_t split_size, std::int64_t dim) const {
   KILN_CHECK(this->dim() > 0, "split expects at least a 1-dimensional tensor");
   KILN_CHECK(split_size > 0 || sizes()[wrap_dim(dim, this->dim())] == 0,
              "split expects split_size be non-negative, but got split_size=", split_size);
-  const std::int64_t n = sizes()[wrap_dim(dim, this->dim())];
-  TensorList parts;
-  for (std::int64_t start = 0; start < n; start += split_size) {
-    parts.push_back(narrow(dim, start, std::min(split_size, n - start)));
-  }
-  if (parts.empty()) parts.push_back(*this);
-  return parts;
+  const std::int64_t d = wrap_dim(dim, this->dim()), n = sizes()[d];
+  if (n == 0) return {*this};
+  Shape lengths;
+  for (std::int64_t start = 0; start < n; start += split_size) lengths.push_back(std::min(split_size, n - start));
+  return SplitFn<false>::apply(*this, IntArrayRef(lengths), d);
 }
 TensorList Tensor::split_with_sizes(IntArrayRef split_sizes, std::int64_t dim) const {
   KILN_CHECK(this->dim() > 0, "split expects at least a 1-dimensional tensor");
@@ -243,13 +286,7 @@ TensorList Tensor::split_with_sizes(IntArrayRef split_sizes, std::int64_t dim) c
   const std::int64_t total = std::accumulate(split_sizes.begin(), split_sizes.end(), std::int64_t{0});
   KILN_CHECK_VALUE(total == n, "split_with_sizes expects split_sizes to sum exactly to ", n,
              " (input tensor's size at dimension ", dim, "), but got split_sizes=", split_sizes);
-  TensorList parts;
-  std::int64_t start = 0;
-  for (auto s : split_sizes) {
-    parts.push_back(narrow(dim, start, s));
-    start += s;
-  }
-  return parts;
+  return SplitFn<true>::apply(*this, split_sizes, wrap_dim(dim, this->dim()));
 }
 TensorList Tensor::chunk(std::int64_t chunks, std::int64_t dim) const {
   KILN_CHECK(chunks > 0, "chunk expects `chunks` to be greater than 0, got: ", chunks);
@@ -257,10 +294,8 @@ TensorList Tensor::chunk(std::int64_t chunks, std::int64_t dim) const {
   return split(std::max<std::int64_t>((n + chunks - 1) / chunks, 1), dim);
 }
 TensorList Tensor::unbind(std::int64_t dim) const {
-  const std::int64_t n = sizes()[wrap_dim(dim, this->dim())];
-  TensorList parts;
-  for (std::int64_t i = 0; i < n; ++i) parts.push_back(select(dim, i));
-  return parts;
+  KILN_CHECK(this->dim() > 0, "Dimension specified as ", dim, " but tensor has no dimensions");
+  return UnbindFn::apply(*this, wrap_dim(dim, this->dim()));
 }
 Tensor Tensor::diagonal(std::int64_t offset, std::int64_t dim1, std::int64_t dim2) const {
   return DiagonalFn::apply(*this, offset, dim1, dim2);

@@ -102,6 +102,30 @@ TEST(TensorMethodForms, SplitBackwardReachesEveryPiece) {
   EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 2, 3, 3, 3}));
 }
 
+TEST(TensorMethodForms, PiecesOfSplitChunkAndUnbindShareOneNodeNamedAsPyTorchNamesIt) {
+  // As Note [One node for the pieces] has them: views of their input, made by one node whose
+  // backward puts the pieces' gradients side by side; pieces nobody used get zeros.
+  const Tensor x = arange(0.0, 24.0).reshape({6, 4}).requires_grad_();
+  const TensorList chunks = x.chunk(3);
+  EXPECT_STREQ(node_name(*chunks[0].grad_fn()), "SplitBackward0");
+  EXPECT_EQ(chunks[0].grad_fn(), chunks[2].grad_fn());
+  EXPECT_EQ(chunks[1].data_ptr<float>(), x.data_ptr<float>() + 8);
+  EXPECT_STREQ(node_name(*x.split({1, 5})[1].grad_fn()), "SplitWithSizesBackward0");
+  const TensorList rows = x.unbind(0);
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_STREQ(node_name(*rows[3].grad_fn()), "UnbindBackward0");
+  EXPECT_EQ(values(rows[3]), (std::vector<double>{12, 13, 14, 15}));
+  ((chunks[2] * 3).sum() + (rows[0] * 2).sum()).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                    0, 0, 0, 0, 3, 3, 3, 3, 3, 3, 3, 3}));
+  // Columns, and a piece that requires grad is not modified in place (Kiln never rewrites a
+  // tensor's history).
+  const TensorList columns = x.unbind(1);
+  EXPECT_EQ(values(columns[1]), (std::vector<double>{1, 5, 9, 13, 17, 21}));
+  EXPECT_THROW(columns[1].mul_(2), std::exception);
+  EXPECT_THROW(tensor(3.0).unbind(0), std::exception);
+}
+
 TEST(TensorMethodForms, TriuAndTrilMethods) {
   const Tensor x = arange(1.0, 10.0).reshape({3, 3});
   EXPECT_EQ(values(x.triu()), (std::vector<double>{1, 2, 3, 0, 5, 6, 0, 0, 9}));

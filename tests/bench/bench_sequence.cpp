@@ -2,7 +2,8 @@
 // they cannot avoid, done directly in Eigen on preallocated buffers in the same binary:
 //   - an LSTM layer (batch 64, sequence 128, input 128, hidden 256; forward and backward through
 //     time): the input projections of the whole sequence (one GEMM), the recurrent product per
-//     step, and their gradients (issue target: within 1.3x its GEMMs);
+//     step, and their gradients (issue target: within 1.3x its GEMMs); a GRU layer of the same
+//     sizes, whose recurrence is composed from ops, beside its own;
 //   - multi-head self-attention (batch 32, sequence 256, width 256, 4 heads; forward and
 //     backward, no weights returned): the in and out projections, scores and weighted sums per
 //     head, and their gradients (target: within 1.5x);
@@ -63,6 +64,18 @@ double lstm_gemm_seconds() {
   return seconds_of(gemms);
 }
 
+double gru_gemm_seconds() {
+  const Eigen::Index tb = kBatch * kSeq, g = 3 * kHidden;
+  std::vector<Gemm> gemms;
+  gemms.push_back(product(tb, kInput, g, 1));          // input projections, whole sequence
+  gemms.push_back(product(kBatch, kHidden, g, kSeq));  // W_hh h, per step
+  gemms.push_back(product(tb, g, kInput, 1));          // gradient of the input
+  gemms.push_back(product(g, tb, kInput, 1));          // gradient of W_ih
+  gemms.push_back(product(kBatch, g, kHidden, kSeq));  // gradient of h, per step
+  gemms.push_back(product(g, tb, kHidden, 1));         // gradient of W_hh, all steps at once
+  return seconds_of(gemms);
+}
+
 constexpr std::int64_t kAttnBatch = 32, kAttnSeq = 256, kWidth = 256, kHeads = 4;
 
 double attention_gemm_seconds() {
@@ -110,6 +123,18 @@ void BM_LstmStep(benchmark::State& state) {
   time_against_gemms(state, step, lstm_gemm_seconds);
 }
 BENCHMARK(BM_LstmStep)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_GruStep(benchmark::State& state) {
+  manual_seed(0);
+  nn::GRU gru(kInput, kHidden);
+  const Tensor x = randn({kSeq, kBatch, kInput});
+  auto step = [&] {
+    gru.zero_grad();
+    std::get<0>(gru.forward(x)).sum().backward();
+  };
+  time_against_gemms(state, step, gru_gemm_seconds);
+}
+BENCHMARK(BM_GruStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_AttentionStep(benchmark::State& state) {
   manual_seed(0);
