@@ -205,6 +205,26 @@ TEST(Rnn, LstmAllocatesNothingPerTimeStep) {
   EXPECT_EQ(allocations_for(4), allocations_for(32));
 }
 
+TEST(Rnn, GruAndRnnTakeTheirStepsWithOneUnbindNotASelectEach) {
+  // A select per step would zero a whole [T, B, G] copy of the projections in each step's
+  // backward (Note [One node for the pieces]): quadratic in T.
+  manual_seed(6);
+  const Tensor x = randn({7, 2, 4});
+  nn::GRU gru(4, 6);
+  nn::RNN rnn(4, 6, {.num_layers = 2});
+  const auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string gru_graph = autograd::to_dot(std::get<0>(gru.forward(x)).sum());
+  EXPECT_EQ(count(gru_graph, "UnbindBackward0"), 1u);
+  EXPECT_EQ(count(gru_graph, "SelectBackward0"), 0u);
+  const std::string rnn_graph = autograd::to_dot(std::get<0>(rnn.forward(x)).sum());
+  EXPECT_EQ(count(rnn_graph, "UnbindBackward0"), 2u);  // one per layer
+  EXPECT_EQ(count(rnn_graph, "SelectBackward0"), 0u);
+}
+
 TEST(Rnn, BadInputsGetPyTorchsErrors) {
   nn::LSTM lstm(3, 4, {.num_layers = 2});
   EXPECT_ERROR(lstm.forward(randn({2, 5, 3, 1})), "LSTM: Expected input to be 2D or 3D, got 4D input instead");
