@@ -52,20 +52,10 @@ double seconds_of(std::vector<Gemm>& gemms) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 3;
 }
 
-double lstm_gemm_seconds() {
-  const Eigen::Index tb = kBatch * kSeq, g = 4 * kHidden;
-  std::vector<Gemm> gemms;
-  gemms.push_back(product(tb, kInput, g, 1));          // input projections, whole sequence
-  gemms.push_back(product(kBatch, kHidden, g, kSeq));  // W_hh h, per step
-  gemms.push_back(product(tb, g, kInput, 1));          // gradient of the input
-  gemms.push_back(product(g, tb, kInput, 1));          // gradient of W_ih
-  gemms.push_back(product(kBatch, g, kHidden, kSeq));  // gradient of h, per step
-  gemms.push_back(product(g, tb, kHidden, 1));         // gradient of W_hh, all steps at once
-  return seconds_of(gemms);
-}
-
-double gru_gemm_seconds() {
-  const Eigen::Index tb = kBatch * kSeq, g = 3 * kHidden;
+/// A recurrent layer's products with `gates` gates (LSTM 4, GRU 3) of kHidden each.
+template <int Gates>
+double recurrent_gemm_seconds() {
+  const Eigen::Index tb = kBatch * kSeq, g = Gates * kHidden;
   std::vector<Gemm> gemms;
   gemms.push_back(product(tb, kInput, g, 1));          // input projections, whole sequence
   gemms.push_back(product(kBatch, kHidden, g, kSeq));  // W_hh h, per step
@@ -95,7 +85,7 @@ double attention_gemm_seconds() {
 
 void BM_LstmGemmsOnly(benchmark::State& state) {
   double seconds = 0;
-  for (auto _ : state) seconds = lstm_gemm_seconds();
+  for (auto _ : state) seconds = recurrent_gemm_seconds<4>();
   state.counters["gemm_ms"] = seconds * 1e3;
 }
 BENCHMARK(BM_LstmGemmsOnly)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(2);
@@ -112,28 +102,23 @@ void time_against_gemms(benchmark::State& state, const Step& step, double (*gemm
       benchmark::Counter(gemms, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
-void BM_LstmStep(benchmark::State& state) {
+/// A recurrent layer's forward and backward over the sequence, against its products.
+template <class Layer, int Gates>
+void recurrent_step(benchmark::State& state) {
   manual_seed(0);
-  nn::LSTM lstm(kInput, kHidden);
+  Layer layer(kInput, kHidden);
   const Tensor x = randn({kSeq, kBatch, kInput});
   auto step = [&] {
-    lstm.zero_grad();
-    std::get<0>(lstm.forward(x)).sum().backward();
+    layer.zero_grad();
+    std::get<0>(layer.forward(x)).sum().backward();
   };
-  time_against_gemms(state, step, lstm_gemm_seconds);
+  time_against_gemms(state, step, recurrent_gemm_seconds<Gates>);
 }
+
+void BM_LstmStep(benchmark::State& state) { recurrent_step<nn::LSTM, 4>(state); }
 BENCHMARK(BM_LstmStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-void BM_GruStep(benchmark::State& state) {
-  manual_seed(0);
-  nn::GRU gru(kInput, kHidden);
-  const Tensor x = randn({kSeq, kBatch, kInput});
-  auto step = [&] {
-    gru.zero_grad();
-    std::get<0>(gru.forward(x)).sum().backward();
-  };
-  time_against_gemms(state, step, gru_gemm_seconds);
-}
+void BM_GruStep(benchmark::State& state) { recurrent_step<nn::GRU, 3>(state); }
 BENCHMARK(BM_GruStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_AttentionStep(benchmark::State& state) {
