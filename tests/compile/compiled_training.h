@@ -1,9 +1,12 @@
 // tests/compile/compiled_training.h — three compiled SGD steps of a model under a chosen list of
 // passes, and what they leave: the tests of a pass that must keep every bit train with the pass
 // and without it and compare. Also same_bits, the comparison of two kernels' results, and
-// Trainer, a model with its optimizer and step for eager and compiled runs side by side.
+// Trainer and expect_same_training: a model trained eagerly and compiled side by side.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,6 +50,43 @@ struct Trainer {
   std::shared_ptr<Model> model;
   std::unique_ptr<optim::Optimizer> opt;
 };
+
+/// The largest absolute difference between two models' parameters.
+inline double parameter_gap(nn::Module& a, nn::Module& b) {
+  const TensorList pa = a.parameters(), pb = b.parameters();
+  double gap = 0.0;
+  for (std::size_t i = 0; i < pa.size(); ++i) gap = std::max(gap, (pa[i] - pb[i]).abs().max().item<double>());
+  return gap;
+}
+
+/// Trains `steps` steps eagerly and compiled with `passes`, from the same seed and the same
+/// batches, and checks that they agree after each; then hands the compiled step's graph to
+/// `inspect`, if given.
+template <class Model>
+void expect_same_training(const Shape& input, std::int64_t classes, DType dtype, bool adam, int steps,
+                          double tolerance, const std::string& passes = "all",
+                          const std::function<void(const compiler::Graph&)>& inspect = {}) {
+  Trainer<Model> eager(7, dtype, adam), compiled(7, dtype, adam);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); }, {.passes = passes});
+  manual_seed(11);
+  for (int i = 0; i < steps; ++i) {
+    const Tensor x = randn(input, TensorOptions().dtype(dtype));
+    const Tensor y = randint(0, classes, {input[0]});
+    // Dropout draws from the one generator: both runs must start each step from the same state.
+    const Tensor stream = get_rng_state();
+    const double eager_loss = eager.step(x, y).template item<double>();
+    set_rng_state(stream);
+    const double compiled_loss = step(x, y).template item<double>();
+    ASSERT_NEAR(compiled_loss, eager_loss, tolerance) << "step " << i;
+    ASSERT_LE(parameter_gap(*eager.model, *compiled.model), tolerance) << "step " << i;
+    if (i > 0) {
+      EXPECT_TRUE(step.last_call_replayed()) << "step " << i << ": " << step.eager_reason();
+    }
+  }
+  EXPECT_EQ(step.stats().captures, 1);
+  EXPECT_EQ(step.stats().replays, steps - 1);
+  if (inspect) inspect(step.graph());
+}
 
 /// Trains a Model(args...) in `dtype` three SGD steps compiled with `passes`, from fixed seeds.
 template <class Model, class... Args>

@@ -19,20 +19,15 @@
 namespace kiln {
 namespace {
 
+using testing::expect_same_training;
+using testing::parameter_gap;
+
 /// Eager runs compute the same bits only on a fixed thread count: the default count backs off
 /// while the machine is busy, and oneDNN's last bits depend on it (Note [Exact resumption]).
 class CompileTest : public ::testing::Test {
  protected:
   void SetUp() override { set_num_threads(get_num_threads()); }
 };
-
-/// The largest absolute difference between two models' parameters.
-double parameter_gap(nn::Module& a, nn::Module& b) {
-  const TensorList pa = a.parameters(), pb = b.parameters();
-  double gap = 0.0;
-  for (std::size_t i = 0; i < pa.size(); ++i) gap = std::max(gap, (pa[i] - pb[i]).abs().max().item<double>());
-  return gap;
-}
 
 struct SmallCnn : nn::Module {
   std::shared_ptr<nn::Conv2d> conv1, conv2;
@@ -74,32 +69,6 @@ struct SmallMlp : nn::Module {
   }
   Tensor forward(const Tensor& x) override { return fc2->forward(fc1->forward(x).relu()); }
 };
-
-/// Trains `steps` steps eagerly and compiled, from the same seed and the same batches, and
-/// checks that they agree after each; returns the compiled step for further checks.
-template <class Model>
-void expect_same_training(const Shape& input, std::int64_t classes, DType dtype, bool adam, int steps,
-                          double tolerance, const std::string& passes = "all") {
-  testing::Trainer<Model> eager(7, dtype, adam), compiled(7, dtype, adam);
-  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); }, {.passes = passes});
-  manual_seed(11);
-  for (int i = 0; i < steps; ++i) {
-    const Tensor x = randn(input, TensorOptions().dtype(dtype));
-    const Tensor y = randint(0, classes, {input[0]});
-    // Dropout draws from the one generator: both runs must start each step from the same state.
-    const Tensor stream = get_rng_state();
-    const double eager_loss = eager.step(x, y).template item<double>();
-    set_rng_state(stream);
-    const double compiled_loss = step(x, y).template item<double>();
-    ASSERT_NEAR(compiled_loss, eager_loss, tolerance) << "step " << i;
-    ASSERT_LE(parameter_gap(*eager.model, *compiled.model), tolerance) << "step " << i;
-    if (i > 0) {
-      EXPECT_TRUE(step.last_call_replayed()) << "step " << i << ": " << step.eager_reason();
-    }
-  }
-  EXPECT_EQ(step.stats().captures, 1);
-  EXPECT_EQ(step.stats().replays, steps - 1);
-}
 
 TEST_F(CompileTest, AnMlpStepWithSgdMatchesEagerInFloat64) {
   expect_same_training<SmallMlp>({6, 12}, 3, kFloat64, /*adam=*/false, 20, 1e-12);

@@ -204,31 +204,22 @@ struct TinyTransformerWithDropout : TinyTransformer {
   TinyTransformerWithDropout() : TinyTransformer(0.2) {}
 };
 
-/// Trains 20 steps eagerly and compiled side by side and returns the compiled step's graph
-/// counts of attention.forward and attention.backward. SGD, not Adam: the key's bias has a gradient of zero (a softmax does not see a constant added
-/// to a row), which the two routes round to different specks that Adam would scale up to lr.
+/// Trains 20 steps eagerly and compiled side by side (testing::expect_same_training) on a fixed
+/// thread count and returns the compiled step's graph counts of attention.forward and
+/// attention.backward. SGD, not Adam: the key's bias has a gradient of zero (a softmax does not
+/// see a constant added to a row), which the two routes round to different specks that Adam
+/// would scale up to lr.
 template <class Model>
 std::pair<std::size_t, std::size_t> expect_same_training(DType dtype, double tolerance,
                                                          const std::string& passes = "all") {
   set_num_threads(get_num_threads());
-  testing::Trainer<Model> eager(7, dtype, /*adam=*/false), compiled(7, dtype, /*adam=*/false);
-  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); }, {.passes = passes});
-  manual_seed(11);
-  for (int i = 0; i < 20; ++i) {
-    const Tensor x = randn({6, 3, 16}, TensorOptions().dtype(dtype)), y = randint(0, 5, {6});
-    const Tensor stream = get_rng_state();
-    const double eager_loss = eager.step(x, y).template item<double>();
-    set_rng_state(stream);
-    const double compiled_loss = step(x, y).template item<double>();
-    EXPECT_NEAR(compiled_loss, eager_loss, tolerance) << "step " << i;
-    const TensorList pa = eager.model->parameters(), pb = compiled.model->parameters();
-    for (std::size_t p = 0; p < pa.size(); ++p) {
-      EXPECT_LE((pa[p] - pb[p]).abs().max().item<double>(), tolerance) << "step " << i << ", parameter " << p;
-    }
-  }
-  EXPECT_EQ(step.stats().replays, 19);
-  return {step.graph().count(compiler::KernelFamily::AttentionForward),
-          step.graph().count(compiler::KernelFamily::AttentionBackward)};
+  std::pair<std::size_t, std::size_t> calls{};
+  testing::expect_same_training<Model>({6, 3, 16}, 5, dtype, /*adam=*/false, 20, tolerance, passes,
+                                       [&](const compiler::Graph& g) {
+                                         calls = {g.count(compiler::KernelFamily::AttentionForward),
+                                                  g.count(compiler::KernelFamily::AttentionBackward)};
+                                       });
+  return calls;
 }
 
 TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat64) {
