@@ -5,7 +5,6 @@
 
 #include <Eigen/Core>
 
-#include <cstdint>
 #include <limits>
 
 namespace kiln::cpu {
@@ -26,14 +25,18 @@ T eigen_exp_floor() {
   return floor;
 }
 
-/// Sets to 0 the values of `n` results of Eigen's exp that are its floor: those arguments
-/// underflow, and the denormals between -745.13 and -709.78 are flushed to 0 (as Float32's
-/// exp flushes its own). Nothing to do where the floor is already 0.
-template <class T>
-void zero_exp_floor(T* p, std::int64_t n) {
+/// dest = exp(x) by Eigen's vectorised exp, then 0 where it gave its floor: those arguments
+/// underflow, and the denormals between -745.13 and -709.78 are flushed to 0 (as Float32's exp
+/// flushes its own). `dest` is contiguous (an Eigen array or a Map of one); nothing more is done
+/// where the floor is already 0.
+template <class Dest, class Derived>
+void assign_exp(Dest&& dest, const Eigen::ArrayBase<Derived>& x) {
+  using T = typename Eigen::ArrayBase<Derived>::Scalar;
+  dest = x.exp();
   const T floor = eigen_exp_floor<T>();
   if (floor == T(0)) return;
-  for (std::int64_t i = 0; i < n; ++i) p[i] = p[i] == floor ? T(0) : p[i];
+  T* const p = dest.data();
+  for (Eigen::Index i = 0; i < dest.size(); ++i) p[i] = p[i] == floor ? T(0) : p[i];
 }
 
 }  // namespace kiln::cpu

@@ -78,8 +78,7 @@ void forward_row(T* out, const T* x, std::int64_t n, bool log) {
   Row<T> y(out, n);
   y = in - shift_of(in.maxCoeff());
   auto& exponentials = scratch_row<T>(n);
-  exponentials = y.exp();
-  zero_exp_floor(exponentials.data(), n);
+  assign_exp(exponentials, y);
   y -= static_cast<T>(std::log(sum_contiguous(exponentials.data(), n)));
 }
 
@@ -93,13 +92,11 @@ void forward_block(T* out, const T* x, const Geometry& g, bool log) {
     shift = shift.unaryExpr([](T m) { return shift_of(m); });
     y = in.colwise() - shift;
     auto& exponentials = scratch_row<T>(g.n * g.inner);
-    Block<T>(exponentials.data(), g.inner, g.n) = y.exp();
-    zero_exp_floor(exponentials.data(), g.n * g.inner);
+    assign_exp(Block<T>(exponentials.data(), g.inner, g.n), y);
     sum_block(exponentials.data(), g, sums);
     y.colwise() -= sums.log().template cast<T>();
   } else {
-    y = (in.colwise() - shift).exp();
-    zero_exp_floor(out, g.n * g.inner);
+    assign_exp(y, in.colwise() - shift);
     sum_block(out, g, sums);
     y.colwise() /= sums.template cast<T>();
   }
@@ -113,8 +110,7 @@ void backward_row(T* grad_in, const T* grad_out, const T* y, std::int64_t n, boo
   }
   const ConstRow<T> g(grad_out, n), out(y, n);
   auto& exponentials = scratch_row<T>(n);
-  exponentials = out.exp();
-  zero_exp_floor(exponentials.data(), n);
+  assign_exp(exponentials, out);
   Row<T>(grad_in, n) = g - exponentials * static_cast<T>(sum_contiguous(grad_out, n));
 }
 
@@ -127,8 +123,7 @@ void backward_block(T* grad_in, const T* grad_out, const T* y, const Geometry& g
     sum_block(grad_out, geo, sums);
     auto& exponentials = scratch_row<T>(geo.n * geo.inner);
     Block<T> e(exponentials.data(), geo.inner, geo.n);
-    e = out.exp();
-    zero_exp_floor(exponentials.data(), geo.n * geo.inner);
+    assign_exp(e, out);
     gi = g - e * sums.template cast<T>().replicate(1, geo.n);
   } else {
     auto& products = scratch_row<T>(geo.n * geo.inner);

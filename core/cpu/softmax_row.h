@@ -23,8 +23,7 @@ void softmax_row(T* out, const T* x, std::int64_t n, std::int64_t live) {
   const ConstRow<T> in(x, live);
   Row<T> y(out, live);
   const T max = in.maxCoeff();
-  y = (in - max).exp();
-  zero_exp_floor(out, live);
+  assign_exp(y, in - max);
   std::fill(out + live, out + n, T(0));
   y /= static_cast<T>(sum_contiguous(out, n));
 }

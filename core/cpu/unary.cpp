@@ -27,10 +27,7 @@ void eigen_unary(T* out, const T* in, std::int64_t n) {
   using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
   Eigen::Map<Array> o(out, n);
   Eigen::Map<const Array> a(in, n);
-  if constexpr (Op == UnaryOp::Exp) {
-    o = a.exp();
-    zero_exp_floor(out, n);
-  }
+  if constexpr (Op == UnaryOp::Exp) assign_exp(o, a);
   else if constexpr (Op == UnaryOp::Log) o = a.log();
   else if constexpr (Op == UnaryOp::Tanh) o = a.tanh();
   else if constexpr (Op == UnaryOp::Sqrt) o = a.sqrt();
