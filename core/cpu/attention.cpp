@@ -314,18 +314,35 @@ struct LiveColumnSums {
   TileExtent operator()(std::int64_t first, std::int64_t /*last*/) const { return {.k_begin = first_row[first]}; }
 };
 
+/// Head b's [L, S] mask rows (row stride `row`); null when there is no mask.
+template <class T>
+struct MaskRows {
+  const T* data;
+  std::int64_t row;
+};
+template <class T>
+MaskRows<T> mask_rows(const Tensor& mask, std::int64_t b) {
+  if (!mask.defined()) return {nullptr, 0};
+  return {mask.data_ptr<T>() + b * mask.strides()[0], mask.strides()[1]};
+}
+
+/// LiveColumns of head b's scores: where its mask rows stop being -inf.
+template <class T>
+LiveColumns masked_live_columns(const Tensor& mask, std::int64_t b, const Sizes& n) {
+  const MaskRows<T> m = mask_rows<T>(mask, b);
+  return live_columns(m.data, m.row, n.L, n.S, -std::numeric_limits<T>::infinity());
+}
+
 template <class T>
 void forward_head(std::int64_t b, const Sizes& n, const Tensor& out, const Tensor& probs, const Tensor& q,
-                  const Tensor& k, const Tensor& v, const Tensor& mask, T scale) {
+                  const Tensor& k, const Tensor& v, const Tensor& mask, T scale, const LiveColumns& live) {
   const Head<T> qh = head<T>(q, b), kh = head<T>(k, b), vh = head<T>(v, b), oh = head<T>(out, b);
   T* const p = probs.data_ptr<T>() + b * n.L * n.S;
   T* const kt = head_scratch<T, 0>(n.D * n.S);
   transpose_into(kt, kh.data, kh.row, n.S, n.D);
-  const T* const m = mask.defined() ? mask.data_ptr<T>() + b * mask.strides()[0] : nullptr;
-  const std::int64_t m_row = mask.defined() ? mask.strides()[1] : 0;
-  const LiveColumns live = live_columns(m, m_row, n.L, n.S, -std::numeric_limits<T>::infinity());
+  const MaskRows<T> m = mask_rows<T>(mask, b);
   // The scores straight into P's rows, scaled and masked as they are stored, then softmaxed in place.
-  product<T>({qh.data, qh.row, 1}, n.L, kt, n.S, n.D, n.S, p, n.S, {scale, m, m_row}, LiveScoreColumns{live.live});
+  product<T>({qh.data, qh.row, 1}, n.L, kt, n.S, n.D, n.S, p, n.S, {scale, m.data, m.row}, LiveScoreColumns{live.live});
   for (std::int64_t i = 0; i < n.L; ++i) softmax_row(p + i * n.S, p + i * n.S, n.S, live.live[i]);
   product<T>({p, n.S, 1}, n.L, vh.data, vh.row, n.S, n.D, oh.data, oh.row, {}, LiveRowSums{live.live});
 }
@@ -365,8 +382,15 @@ void attention_forward_kernel(const Tensor& out, const Tensor& probs, const Tens
   const Sizes n = sizes_of(q, k);
   dispatch_dtype<AttentionTypes>(q.dtype(), "attention_forward_cpu", [&]<typename T>() {
     const T s = *scale.data_ptr<T>();
+    // A mask broadcast over the heads (a causal one), or none, is the same for every head: a
+    // thread scans it once.
+    const bool one_mask = !mask.defined() || mask.strides()[0] == 0;
     parallel_for(0, n.heads, 1, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t b = begin; b < end; ++b) forward_head<T>(b, n, out, probs, q, k, v, mask, s);
+      LiveColumns live{};
+      for (std::int64_t b = begin; b < end; ++b) {
+        if (b == begin || !one_mask) live = masked_live_columns<T>(mask, b, n);
+        forward_head<T>(b, n, out, probs, q, k, v, mask, s, live);
+      }
     });
   });
 }
