@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
+#include "core/cpu/block_lanes.h"
 #include "core/half.h"
 
 namespace kiln::cpu {
@@ -191,6 +193,44 @@ void add_halves(std::array<WideSum, L>& lanes) {
   if constexpr (Half > 1) add_halves<Half / 2>(lanes);
 }
 
+/// sum_contiguous of whole rows of plain float or double values, few enough for one block (a
+/// softmax row, a layer-norm row): the scalar path's lanes and additions, in registers. The
+/// L lanes are vectors of 64 bytes (V of them); lane j is element j % W of vector j / W, so
+/// add_halves' "lane j takes lane j + half" is "vector v takes vector v + count/2" while the
+/// half spans whole vectors, and then the same within the last one.
+template <class T>
+WideSum sum_whole_rows_in_one_block(const T* p, std::int64_t rows) {
+  constexpr int W = 64 / sizeof(T), V = static_cast<int>(kLanesOf<T>) / W, D = 8;  // D doubles a vector
+  using Block = typename VectorOf<T, W>::type;
+  using Narrow = typename VectorOf<T, D>::type;
+  using Wide = typename VectorOf<WideSum, D>::type;
+  Block block[V] = {};
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (int v = 0; v < V; ++v) {
+      Block x;
+      std::memcpy(&x, p + (r * V + v) * W, sizeof(x));
+      block[v] += x;
+    }
+  }
+  constexpr int N = V * W / D;  // vectors of doubles
+  Wide lanes[N];
+  for (int v = 0; v < V; ++v) {
+    for (int h = 0; h < W / D; ++h) {
+      Narrow part;
+      std::memcpy(&part, reinterpret_cast<const T*>(&block[v]) + h * D, sizeof(part));
+      lanes[v * (W / D) + h] = __builtin_convertvector(part, Wide);
+    }
+  }
+  for (int count = N; count > 1; count /= 2) {
+    for (int w = 0; w < count / 2; ++w) lanes[w] += lanes[w + count / 2];
+  }
+  WideSum within[D];
+  std::memcpy(within, &lanes[0], sizeof(within));
+  for (int count = D; count > 1; count /= 2) {
+    for (int j = 0; j < count / 2; ++j) within[j] += within[j + count / 2];
+  }
+  return within[0];
+}
 }  // namespace detail
 
 /// out[j] += Σ_r term(p[r * stride + j], j) for j < width ≤ kLanesOf<Term::Block>, over
@@ -203,10 +243,10 @@ void sum_rows(const T* p, std::int64_t rows, std::int64_t stride, std::int64_t w
   else detail::sum_rows_into<false, true, L>(p, rows, stride, width, out, term);
 }
 
-/// Σ term(p[i]) over n contiguous values (a plain sum by default), as a WideSum (round it
-/// once to the output's dtype).
-template <class T, class Term = Values<T>>
-WideSum sum_contiguous(const T* p, std::int64_t n, const Term& term = {}) {
+namespace detail {
+/// sum_contiguous's lanes in memory: any term, any length.
+template <class T, class Term>
+[[gnu::noinline]] WideSum sum_contiguous_lanes(const T* p, std::int64_t n, const Term& term) {
   constexpr std::int64_t L = kLanesOf<typename Term::Block>;
   std::array<WideSum, L> lanes;
   const std::int64_t rows = n / L;
@@ -220,13 +260,25 @@ WideSum sum_contiguous(const T* p, std::int64_t n, const Term& term = {}) {
     }
     for (std::int64_t j = 0; j < L; ++j) lanes[static_cast<std::size_t>(j)] = static_cast<WideSum>(block[j]);
   } else {
-    detail::sum_rows_into<true, false, L>(p, rows, L, L, lanes.data(), term);
+    sum_rows_into<true, false, L>(p, rows, L, L, lanes.data(), term);
   }
   for (std::int64_t i = rows * L; i < n; ++i) {
     lanes[static_cast<std::size_t>(i - rows * L)] += static_cast<WideSum>(term(p[i], i - rows * L));
   }
-  detail::add_halves<L / 2>(lanes);
+  add_halves<L / 2>(lanes);
   return lanes[0];
+}
+}  // namespace detail
+
+/// Σ term(p[i]) over n contiguous values (a plain sum by default), as a WideSum (round it
+/// once to the output's dtype).
+template <class T, class Term = Values<T>>
+WideSum sum_contiguous(const T* p, std::int64_t n, const Term& term = {}) {
+  constexpr std::int64_t L = kLanesOf<typename Term::Block>;
+  if constexpr (std::is_same_v<Term, Values<T>> && std::is_same_v<T, typename Term::Block>) {
+    if (n % L == 0 && n / L <= kSumBlock) return detail::sum_whole_rows_in_one_block(p, n / L);
+  }
+  return detail::sum_contiguous_lanes(p, n, term);
 }
 
 }  // namespace kiln::cpu

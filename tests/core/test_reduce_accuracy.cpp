@@ -5,8 +5,12 @@
 // Each layout of Note [Reduction layouts] gets a case that one float accumulator gets badly
 // wrong, so a layout that stops using the cascade fails here.
 // Read next: tests/nn/test_float32_training.cpp (the same accuracy over a training run).
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "core/cpu/cascade_sum.h"
 #include "support/test_util.h"
@@ -297,4 +301,54 @@ TEST(ReduceAccuracy, ASumDoesNotDependOnTheThreadCount) {
   set_num_threads(threads);
   EXPECT_EQ(one, two);  // bit for bit
   EXPECT_EQ(one_per_channel, two_per_channel);
+}
+
+namespace {
+
+/// Values<T> under another name: sum_contiguous takes its general path (lanes in memory) for it.
+template <class T>
+struct SameValuesOtherName {
+  using Block = T;
+  T operator()(T v, std::int64_t /*lane*/) const { return v; }
+};
+
+/// Whether the register path of whole short rows gives the memory path's bits for n values.
+template <class T>
+void expect_register_and_memory_sums_agree(const std::vector<T>& data, std::int64_t n) {
+  for (std::int64_t start = 0; start + n <= static_cast<std::int64_t>(data.size()); start += n) {
+    const double fast = cpu::sum_contiguous(data.data() + start, n);
+    const double general = cpu::sum_contiguous(data.data() + start, n, SameValuesOtherName<T>{});
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(fast), std::bit_cast<std::uint64_t>(general))
+        << "n = " << n << " from " << start << ": " << fast << " vs " << general;
+  }
+}
+
+template <class T>
+void expect_short_rows_sum_in_registers_as_in_memory() {
+  std::mt19937 gen(11);
+  std::normal_distribution<double> normal;
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  std::vector<T> data(1 << 16);
+  // Magnitudes over 60 binades, so that the order of every addition shows in the result.
+  for (T& v : data) v = static_cast<T>(std::ldexp(normal(gen), exponent(gen)));
+  constexpr std::int64_t L = cpu::kLanesOf<T>;
+  for (std::int64_t n : {L, 2 * L, 3 * L, 31 * L, 32 * L, 33 * L}) expect_register_and_memory_sums_agree(data, n);
+  // Rows of -0.0, and rows holding infinities and a NaN.
+  std::vector<T> special(static_cast<std::size_t>(4 * L), T(-0.0));
+  special[static_cast<std::size_t>(L + 3)] = std::numeric_limits<T>::infinity();
+  special[static_cast<std::size_t>(2 * L + 5)] = std::numeric_limits<T>::infinity();
+  special[static_cast<std::size_t>(2 * L + 6)] = -std::numeric_limits<T>::infinity();
+  special[static_cast<std::size_t>(3 * L + 7)] = std::numeric_limits<T>::quiet_NaN();
+  expect_register_and_memory_sums_agree(special, L);
+  EXPECT_TRUE(std::signbit(cpu::sum_contiguous(special.data(), L)) ==
+              std::signbit(cpu::sum_contiguous(special.data(), L, SameValuesOtherName<T>{})));
+}
+
+}  // namespace
+
+// A softmax or layer-norm row whose length is a whole number of lane rows is summed in
+// registers (detail::sum_whole_rows_in_one_block); the additions must be the memory path's.
+TEST(ReduceAccuracy, ShortRowsSumInRegistersBitForBitAsInMemory) {
+  expect_short_rows_sum_in_registers_as_in_memory<float>();
+  expect_short_rows_sum_in_registers_as_in_memory<double>();
 }
