@@ -503,7 +503,9 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
   std::int64_t step = 0;
   auto compiled_step = kiln::compile(
       [&](const Tensor& x, const Tensor& y) { return train_step(*model, optimizer, x, y, c.clip); });
-  Progress progress(c.compile ? "train (compiled)" : "train", static_cast<std::size_t>(c.eval_every));
+  // One progress line per stretch between validations: its count, rate and ETA are the stretch's.
+  const auto stretch = [&c] { return Progress(c.compile ? "train (compiled)" : "train", static_cast<std::size_t>(c.eval_every)); };
+  Progress progress = stretch();
   StepProfiler profile(c.profile_dir, c.profile_with_stack);
   while ((c.max_steps == 0 || step < c.max_steps) && (c.seconds <= 0 || elapsed() < c.seconds)) {
     // Warm-up, then a cosine from the peak to a tenth of it over the budget (time or steps).
@@ -522,13 +524,15 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
     train_sum += bpc;
     ++train_count;
     if (!c.quiet) {
-      progress.update(static_cast<std::size_t>((step - 1) % c.eval_every + 1), nats,
-                      static_cast<std::size_t>(step * c.batch_size * c.shape.context));
+      const std::int64_t in_stretch = (step - 1) % c.eval_every + 1;
+      progress.update(static_cast<std::size_t>(in_stretch), nats,
+                      static_cast<std::size_t>(in_stretch * c.batch_size * c.shape.context));
     }
     if (step % c.eval_every == 0) {
       if (!c.quiet) progress.finish();
       // The last step's validation is the final one below, over the whole validation text.
       if (step != c.max_steps) validate(step, c.eval_windows);
+      progress = stretch();
     }
   }
   profile.finish();
