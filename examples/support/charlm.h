@@ -504,7 +504,9 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
   auto compiled_step = kiln::compile(
       [&](const Tensor& x, const Tensor& y) { return train_step(*model, optimizer, x, y, c.clip); });
   // One progress line per stretch between validations: its count, rate and ETA are the stretch's.
-  const auto stretch = [&c] { return Progress(c.compile ? "train (compiled)" : "train", static_cast<std::size_t>(c.eval_every)); };
+  const auto stretch = [&c] {
+    return Progress(c.compile ? "train (compiled)" : "train", static_cast<std::size_t>(c.eval_every));
+  };
   Progress progress = stretch();
   StepProfiler profile(c.profile_dir, c.profile_with_stack);
   while ((c.max_steps == 0 || step < c.max_steps) && (c.seconds <= 0 || elapsed() < c.seconds)) {
