@@ -224,11 +224,9 @@ WideSum sum_whole_rows_in_one_block(const T* p, std::int64_t rows) {
   for (int count = N; count > 1; count /= 2) {
     for (int w = 0; w < count / 2; ++w) lanes[w] += lanes[w + count / 2];
   }
-  WideSum within[D];
-  std::memcpy(within, &lanes[0], sizeof(within));
-  for (int count = D; count > 1; count /= 2) {
-    for (int j = 0; j < count / 2; ++j) within[j] += within[j + count / 2];
-  }
+  std::array<WideSum, D> within;
+  std::memcpy(within.data(), &lanes[0], sizeof(within));
+  add_halves<D / 2>(within);
   return within[0];
 }
 }  // namespace detail
