@@ -20,10 +20,7 @@ class CommonSubexpressions : public ::testing::Test {
 
 /// How many calls of `g` copy from a view with these strides (the printed graph's operand).
 std::size_t copies_of(const compiler::Graph& g, const std::string& strides) {
-  const std::string text = g.print(), needle = "/strides" + strides + ")";
-  std::size_t count = 0;
-  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
-  return count;
+  return testing::occurrences(g.print(), "/strides" + strides + ")");
 }
 
 /// Self-attention's shape of work: the same transposed view copied once per projection.

@@ -212,17 +212,12 @@ TEST(Rnn, GruAndRnnTakeTheirStepsWithOneUnbindNotASelectEach) {
   const Tensor x = randn({7, 2, 4});
   nn::GRU gru(4, 6);
   nn::RNN rnn(4, 6, {.num_layers = 2});
-  const auto count = [](const std::string& text, const std::string& what) {
-    std::size_t n = 0;
-    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-  };
   const std::string gru_graph = autograd::to_dot(std::get<0>(gru.forward(x)).sum());
-  EXPECT_EQ(count(gru_graph, "UnbindBackward0"), 1u);
-  EXPECT_EQ(count(gru_graph, "SelectBackward0"), 0u);
+  EXPECT_EQ(testing::occurrences(gru_graph, "UnbindBackward0"), 1u);
+  EXPECT_EQ(testing::occurrences(gru_graph, "SelectBackward0"), 0u);
   const std::string rnn_graph = autograd::to_dot(std::get<0>(rnn.forward(x)).sum());
-  EXPECT_EQ(count(rnn_graph, "UnbindBackward0"), 2u);  // one per layer
-  EXPECT_EQ(count(rnn_graph, "SelectBackward0"), 0u);
+  EXPECT_EQ(testing::occurrences(rnn_graph, "UnbindBackward0"), 2u);  // one per layer
+  EXPECT_EQ(testing::occurrences(rnn_graph, "SelectBackward0"), 0u);
 }
 
 TEST(Rnn, BadInputsGetPyTorchsErrors) {

@@ -81,4 +81,10 @@ bool close(double a, double b, double tol) {
   return values_near(actual, values(expected), tol);
 }
 
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace kiln::testing

@@ -32,6 +32,10 @@ void set_bits(const Tensor& t, std::int64_t i, std::uint32_t float_bits);
 /// show at a glance which examples they hold and in what order.
 std::shared_ptr<data::TensorDataset> numbers(std::int64_t n);
 
+/// How many times `what` occurs in `text` (overlapping occurrences counted): a node's name in a
+/// printed graph.
+std::size_t occurrences(const std::string& text, const std::string& what);
+
 /// The whole text of a file ("" when it cannot be read): a log, a page a test wrote.
 std::string read_text(const std::filesystem::path& path);
 
