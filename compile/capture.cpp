@@ -141,6 +141,11 @@ void Capture::not_replayable(const std::string& what, std::source_location where
   fail(what + " at " + site(where) + " cannot be replayed yet");
 }
 
+void Capture::depends_on(const void* key, std::string what, std::function<bool()> holds) {
+  if (region_depth_ > 0 || !condition_keys_.insert(key).second) return;
+  conditions_.push_back({std::move(what), std::move(holds)});
+}
+
 void Capture::scope_begin(const void* owner, const char* name, std::initializer_list<const Tensor*> args) {
   if (region_depth_ > 0 || kernel_depth_ > 0) {
     open_scopes_.push_back(SIZE_MAX);

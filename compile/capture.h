@@ -43,10 +43,29 @@ namespace kiln::compiler {
 //    decides a shape), or writes one that a kernel later reads, would be computed once and
 //    frozen; so would ops on CUDA tensors, which this capture does not record. The capture
 //    then fails with the reason and its source line, and the step stays eager.
+//  - Modules. A module's training mode and its hooks decide which kernels its call makes, so
+//    reading them makes the graph conditional on them (Note [What a graph assumed of its
+//    modules]).
 // Numbers the step computes on the host (x * 0.5, a dropout probability) become constants of
 // the graph, as in tinygrad's TinyJit; ones that change must live in tensors or in a region.
 // The step's random kernels are called again at every replay, so they draw fresh numbers from
 // the generator, in eager order.
+
+// Note [What a graph assumed of its modules]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Dropout in training mode records a random mask and a multiply, in eval mode nothing;
+// BatchNorm in training mode normalises with the batch's statistics and updates its running
+// ones, in eval mode it reads them. A graph captured in one mode and replayed after
+// model.eval() would go on dropping units and moving the running statistics, silently. A
+// forward hook registered after the capture would silently never run. So what a module's call
+// reads of the module while a capture records (Module::is_training(), and has_hooks() finding
+// none) becomes a condition of the graph: the state, held weakly, and the value read. A
+// compiled step replays a graph only while each of its conditions holds; otherwise the call is
+// a new kind and captures again: a loop that alternates train() and eval() keeps one graph for
+// each (torch.compile guards on `self.training` in the same way), a hooked call runs eagerly
+// (Note [Capturing a step]) and the first graph replays again once the hook is removed. A
+// module destroyed since fails its conditions. Reads inside a region are not conditions: a
+// region runs its own code at each replay.
 
 // Note [Layer scopes]
 // ~~~~~~~~~~~~~~~~~~~
@@ -56,6 +75,12 @@ namespace kiln::compiler {
 // keeps. A replay reads none of it; a reader of the recording that knows a layer as a whole
 // (the ONNX export writes an nn::LSTM as one ONNX LSTM node) can take the call for its nodes.
 // Scopes index the nodes as captured, before any pass rewrites them.
+
+/// Host state a recording depends on, and the test that it still has the value it had.
+struct Condition {
+  std::string what;  // "Dropout in training mode"
+  std::function<bool()> holds;
+};
 
 /// One marked call of a layer: nodes [begin, end) of the capture are its work.
 struct Scope {
@@ -105,6 +130,9 @@ class Capture final : public capture::Observer {
   void not_replayable(const std::string& what, std::source_location where) override;
   void scope_begin(const void* owner, const char* name, std::initializer_list<const Tensor*> args) override;
   void scope_end(std::initializer_list<const Tensor*> results) override;
+  void depends_on(const void* key, std::string what, std::function<bool()> holds) override;
+  /// What the recording depends on, each once (Note [What a graph assumed of its modules]).
+  const std::vector<Condition>& conditions() const { return conditions_; }
   /// The marked layer calls made at the top level, outermost first where they nest.
   const std::vector<Scope>& scopes() const { return scopes_; }
 
@@ -117,6 +145,8 @@ class Capture final : public capture::Observer {
   std::set<const Storage*> written_;      // storages a recorded kernel wrote (or the inputs)
   std::set<const Storage*> host_touched_;  // storages host code touched before any kernel wrote them
   std::vector<Scope> scopes_;
+  std::vector<Condition> conditions_;
+  std::set<const void*> condition_keys_;
   std::vector<std::size_t> open_scopes_;  // indices into scopes_ (SIZE_MAX: one not noted)
   capture::Observer* previous_ = nullptr;
   bool installed_ = false;

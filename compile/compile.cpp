@@ -2,6 +2,7 @@
 // or runs eagerly (see compile/compile.h).
 #include "compile/compile.h"
 
+#include <algorithm>
 #include <deque>
 #include <sstream>
 
@@ -50,8 +51,12 @@ std::string Guard::describe() const {
 struct CompiledStep::State {
   struct Entry {
     Guard guard;
+    std::vector<Condition> conditions;  // the modes the capture read, as it read them
     std::optional<Graph> graph;
     std::string failure;  // why this kind of call runs eagerly
+    bool matches(const Guard& now) const {
+      return guard == now && std::ranges::all_of(conditions, [](const Condition& c) { return c.holds(); });
+    }
   };
   Body body;
   CompileOptions options;
@@ -85,7 +90,7 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
     s.last_graph = nullptr;
   }
   for (State::Entry& e : s.entries) {
-    if (!(e.guard == guard)) continue;
+    if (!e.matches(guard)) continue;
     if (e.graph) {
       s.last_graph = &*e.graph;
       s.last_replayed = true;
@@ -113,12 +118,12 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
   if (!capture.failure().empty()) {
     s.eager_reason = capture.failure();
     warn("compiled step runs eagerly: " + capture.failure());
-    s.entries.push_back({guard, std::nullopt, capture.failure()});
+    s.entries.push_back({guard, capture.conditions(), std::nullopt, capture.failure()});
     return outputs;
   }
   Graph graph = capture.take_graph(outputs);
   run_passes(graph, s.passes);
-  s.entries.push_back({guard, std::move(graph), ""});
+  s.entries.push_back({guard, capture.conditions(), std::move(graph), ""});
   s.last_graph = &*s.entries.back().graph;
   s.eager_reason.clear();
   return outputs;

@@ -1,9 +1,10 @@
 // compile/compile.h — kiln::compile: a training step captured once as a graph, then replayed.
 // The first call of each new kind (shapes, dtypes and devices of the inputs, grad mode,
-// autocast, thread count: the guard) runs the step eagerly while recording it (Note
-// [Capturing a step]); the graph goes through the passes (compile/passes.h) and later calls
-// with the same guard replay it. A step the capture cannot replay (it reads a computed value
-// on the host, runs on a GPU, ...) keeps running eagerly, with one warning that says why.
+// autocast, thread count: the guard; the modes and hooks of the modules it called: its
+// conditions) runs the step eagerly while recording it (Note [Capturing a step]); the graph
+// goes through the passes (compile/passes.h) and later calls of the same kind replay it. A
+// step the capture cannot replay (it reads a computed value on the host, runs on a GPU, ...)
+// keeps running eagerly, with one warning that says why.
 //
 //   auto step = kiln::compile([&](const Tensor& x, const Tensor& y) {
 //     opt.zero_grad();
@@ -91,7 +92,7 @@ class CompiledStep {
   /// Why the last call's kind of call runs eagerly ("" when it does not).
   const std::string& eager_reason() const;
   /// Forgets every graph: the next call captures again (after changing what a step does in a
-  /// way the guard cannot see, such as model.eval()).
+  /// way the guard cannot see, such as a dropout probability in a layer's options).
   void reset();
 
  private:

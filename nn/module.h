@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/capture_hooks.h"
 #include "core/state_dict.h"
 #include "core/tensor.h"
 #include "nn/hooks.h"
@@ -143,7 +144,10 @@ class Module {
   /// descendants.
   virtual void train(bool on = true);
   void eval() { train(false); }
-  bool is_training() const { return training_; }
+  bool is_training() const {
+    if (capture::observer() != nullptr) [[unlikely]] note_mode_read();
+    return *training_;
+  }
   /// Sets every parameter's gradient to none (default) or to zeros.
   void zero_grad(bool set_to_none = true);
   /// Calls fn on this module and every descendant.
@@ -185,7 +189,11 @@ class Module {
 
   /// True when some hook is registered, on this module or globally: a module with its own
   /// operator() overloads tests this and, when true, routes the call through call_with_hooks.
-  bool has_hooks() const { return hooks_ != nullptr || detail::global_module_hooks_registered(); }
+  bool has_hooks() const {
+    const bool hooked = hooks_ != nullptr || detail::global_module_hooks_registered();
+    if (!hooked && capture::observer() != nullptr) [[unlikely]] note_no_hooks();
+    return hooked;
+  }
   /// Runs `forward_fn(args)` between the hooks: forward pre-hooks, full backward hooks' input
   /// side, forward_fn, forward hooks, full backward hooks' output side. `args` and the result
   /// are the call's tensors in forward's parameter order (undefined where absent).
@@ -210,6 +218,10 @@ class Module {
     });
   }
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  /// Tell the capture running on this thread that its step depends on this module's mode, or
+  /// on its having no hooks (Note [What a graph assumed of its modules] in compile/capture.h).
+  void note_mode_read() const;
+  void note_no_hooks() const;
   void check_new_name(const std::string& name, const char* what) const;
   void move_tensors(std::optional<Device> device, std::optional<DType> dtype);
   /// The defined tensors of `slots` (parameters_ or buffers_) here and, with `recurse`, in every
@@ -220,7 +232,9 @@ class Module {
   std::vector<Slot> parameters_;
   std::vector<Slot> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-  bool training_ = true;
+  // Shared so that a captured graph can hold it weakly: it sees eval() after the capture, and
+  // that the module is gone.
+  std::shared_ptr<bool> training_ = std::make_shared<bool>(true);
   std::shared_ptr<ModuleHooks> hooks_;  // null until a hook is registered
 };
 

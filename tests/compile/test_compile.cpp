@@ -160,6 +160,60 @@ TEST_F(CompileTest, FreezingAParameterCapturesAgain) {
   EXPECT_TRUE(equal(compiled.model->fc1->weight, frozen_weight));
 }
 
+struct NormDropMlp : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  std::shared_ptr<nn::BatchNorm1d> norm;
+  std::shared_ptr<nn::Dropout> drop;
+  NormDropMlp() : Module("NormDropMlp") {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(12, 16));
+    norm = register_module("norm", std::make_shared<nn::BatchNorm1d>(16));
+    drop = register_module("drop", std::make_shared<nn::Dropout>(0.5));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
+  }
+  Tensor forward(const Tensor& x) override {
+    return fc2->forward(drop->forward(norm->forward(fc1->forward(x)).relu()));
+  }
+};
+
+TEST_F(CompileTest, EvalModeCapturesAGraphOfItsOwnAndTrainModeReplaysTheFirst) {
+  // A graph captured in training mode drops units and moves BatchNorm's running statistics;
+  // after model.eval() it must not be replayed (Note [A graph holds while the modes it read
+  // hold]). Training in eval mode is a real recipe: fine-tuning with the statistics frozen.
+  testing::Trainer<NormDropMlp> eager(3, kFloat64, false), compiled(3, kFloat64, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
+  manual_seed(6);
+  const std::vector<bool> training{true, true, false, false, true, true, false};
+  for (std::size_t i = 0; i < training.size(); ++i) {
+    eager.model->train(training[i]);
+    compiled.model->train(training[i]);
+    const Tensor x = randn({8, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {8});
+    const Tensor stream = get_rng_state();
+    const double eager_loss = eager.step(x, y).item<double>();
+    set_rng_state(stream);
+    EXPECT_NEAR(step(x, y).item<double>(), eager_loss, 1e-12) << "step " << i;
+    ASSERT_LE(parameter_gap(*eager.model, *compiled.model), 1e-12) << "step " << i;
+    EXPECT_TRUE(equal(compiled.model->norm->running_mean, eager.model->norm->running_mean)) << "step " << i;
+  }
+  EXPECT_EQ(step.stats().captures, 2);  // one graph per mode, each replayed on its return
+  EXPECT_EQ(step.stats().replays, 5);
+  // A model destroyed since its capture fails that graph's conditions: the step captures again.
+  auto forward = [](const std::shared_ptr<NormDropMlp>& m) {
+    return compile([m = std::weak_ptr<NormDropMlp>(m)](const Tensor& x) {
+      NoGradGuard no_grad;
+      if (const std::shared_ptr<NormDropMlp> model = m.lock()) return model->forward(x);
+      return x.sum({1}, true);
+    });
+  };
+  auto model = std::make_shared<NormDropMlp>();
+  model->eval();
+  auto compiled_forward = forward(model);
+  const Tensor x = randn({8, 12});
+  compiled_forward(x);
+  model.reset();
+  EXPECT_EQ(compiled_forward(x).sizes(), (Shape{8, 1}));
+  EXPECT_EQ(compiled_forward.stats().captures, 2);
+}
+
 TEST_F(CompileTest, AReplayAllocatesNothing) {
   testing::Trainer<SmallCnn> run(3, kFloat32, true);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); });
@@ -311,6 +365,41 @@ TEST_F(CompileTest, StepsWithModuleHooksOrCheckpointingRunEagerlyAndSayWhy) {
       EXPECT_EQ(fired, 3);
     }
   }
+}
+
+TEST_F(CompileTest, AHookRegisteredAfterTheCaptureRunsAndItsRemovalReplaysAgain) {
+  // Without a condition on the hooks, the replay would skip a hook registered after the capture
+  // (Note [What a graph assumed of its modules]).
+  testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    compiled.opt->zero_grad();
+    Tensor loss = cross_entropy((*compiled.model->fc2)((*compiled.model->fc1)(x).relu()), y);
+    loss.backward();
+    compiled.opt->step();
+    return loss;
+  });
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  int fired = 0;
+  nn::RemovableHandle hook;
+  std::vector<bool> replayed;
+  for (int i = 0; i < 7; ++i) {
+    if (i == 2) {
+      hook = compiled.model->fc2->register_forward_hook(
+          [&fired](nn::Module&, const TensorList&, const TensorList&) { ++fired; });
+    }
+    if (i == 4) hook.remove();
+    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+    EXPECT_NEAR(step(x, y).item<double>(), eager.step(x, y).item<double>(), 1e-12) << "step " << i;
+    replayed.push_back(step.last_call_replayed());
+  }
+  set_warning_handler(previous);
+  EXPECT_EQ(fired, 2);
+  EXPECT_EQ(replayed, (std::vector<bool>{false, true, false, false, true, true, true}));
+  EXPECT_EQ(step.stats().captures, 2);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("a module hook (Linear)"), std::string::npos) << warnings[0];
+  EXPECT_LE(parameter_gap(*eager.model, *compiled.model), 1e-12);
 }
 
 TEST_F(CompileTest, TheGraphPrintsLikeFxAndExportsToDot) {
