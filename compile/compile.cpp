@@ -30,6 +30,7 @@ Guard Guard::of(const std::vector<Tensor>& inputs) {
   g.autocast_cuda_dtype = amp::get_autocast_dtype(DeviceType::CUDA);
   g.threads = get_num_threads();
   g.requires_grad_changes = TensorImpl::requires_grad_changes();
+  g.tensors_replaced = capture::tensor_replacements();
   return g;
 }
 
@@ -83,9 +84,11 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
   State& s = *state_;
   const Guard guard = Guard::of(inputs);
   s.last_replayed = false;
-  // Graphs captured before a leaf's requires_grad changed can never match again.
+  // Graphs captured before a leaf's requires_grad changed, or before a module's tensors were
+  // replaced, can never match again.
   if (std::erase_if(s.entries, [&](const State::Entry& e) {
-        return e.guard.requires_grad_changes != guard.requires_grad_changes;
+        return e.guard.requires_grad_changes != guard.requires_grad_changes ||
+               e.guard.tensors_replaced != guard.tensors_replaced;
       }) > 0) {
     s.last_graph = nullptr;
   }

@@ -59,6 +59,8 @@ struct Guard {
   /// TensorImpl::requires_grad_changes() when captured: a parameter frozen or unfrozen since
   /// changes which gradients the step computes.
   std::uint64_t requires_grad_changes = 0;
+  /// capture::tensor_replacements() when captured: a module moved by to() since holds new tensors.
+  std::uint64_t tensors_replaced = 0;
   bool operator==(const Guard&) const = default;
   /// The guard of a call with `inputs` made now.
   static Guard of(const std::vector<Tensor>& inputs);

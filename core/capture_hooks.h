@@ -9,6 +9,7 @@
 // See Note [Capturing a step] in compile/capture.h. Read next: compile/capture.h.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <source_location>
@@ -83,6 +84,11 @@ Observer* set_observer(Observer* o);
 
 /// Tensor's data accessors call this when an observer is installed.
 void host_access(const Tensor& t, const char* how, std::source_location where);
+/// A layer replaced a tensor that a captured step may hold (Module::to() makes new parameters
+/// and buffers): counted process-wide, so that steps captured before capture again.
+void tensor_replaced();
+std::uint64_t tensor_replacements();
+
 /// AccumulateGrad calls this after binding a leaf's first gradient.
 inline void grad_bound(const Tensor& leaf, const Tensor& grad) {
   if (Observer* o = observer()) o->grad_bound(leaf, grad);

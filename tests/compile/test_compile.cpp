@@ -160,6 +160,24 @@ TEST_F(CompileTest, FreezingAParameterCapturesAgain) {
   EXPECT_TRUE(equal(compiled.model->fc1->weight, frozen_weight));
 }
 
+TEST_F(CompileTest, AModelMovedToAnotherDtypeCapturesAgain) {
+  // model.to(kFloat64) replaces every parameter (Note [Moving parameters]); a replay would go on
+  // training the Float32 tensors the graph holds while the model's own stayed as they were.
+  testing::Trainer<SmallMlp> run(2, kFloat32, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return run.step(x, y); });
+  const Tensor x = randn({6, 12}), y = randint(0, 3, {6});
+  step(x, y);
+  step(x, y);
+  run.model->to(kFloat64);
+  const Tensor moved = run.model->fc1->weight.clone();
+  // The same Float32 batch now meets Float64 weights: the eager error, not a replay.
+  EXPECT_THROW(step(x, y), TypeError);
+  EXPECT_TRUE(equal(run.model->fc1->weight, moved));
+  step(x.to(kFloat64), y);
+  EXPECT_FALSE(equal(run.model->fc1->weight, moved));
+  EXPECT_EQ(step.stats().captures, 2);  // the call that threw recorded nothing
+}
+
 struct NormDropMlp : nn::Module {
   std::shared_ptr<nn::Linear> fc1, fc2;
   std::shared_ptr<nn::BatchNorm1d> norm;
