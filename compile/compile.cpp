@@ -6,9 +6,11 @@
 #include <deque>
 #include <sstream>
 
+#include "autograd/anomaly_mode.h"
 #include "autograd/autocast.h"
 #include "compile/capture.h"
 #include "compile/passes.h"
+#include "core/backends.h"
 #include "core/grad_mode.h"
 #include "core/threads.h"
 #include "core/warning.h"
@@ -29,6 +31,13 @@ Guard Guard::of(const std::vector<Tensor>& inputs) {
   g.autocast_cpu_dtype = amp::get_autocast_dtype(DeviceType::CPU);
   g.autocast_cuda_dtype = amp::get_autocast_dtype(DeviceType::CUDA);
   g.threads = get_num_threads();
+  int bit = 0;
+  for (const DeviceType type : {DeviceType::CPU, DeviceType::CUDA}) {
+    for (int f = 0; f < static_cast<int>(backends::OpFamily::kCount); ++f, ++bit) {
+      if (backends::op_kernels_enabled(type, static_cast<backends::OpFamily>(f))) g.library_routes |= 1u << bit;
+    }
+  }
+  g.anomaly_detection = autograd::is_anomaly_enabled();
   g.requires_grad_changes = TensorImpl::requires_grad_changes();
   g.tensors_replaced = capture::tensor_replacements();
   return g;
@@ -46,6 +55,7 @@ std::string Guard::describe() const {
   if (autocast_cuda) os << "cuda " << autocast_cuda_dtype << " ";
   if (!autocast_cpu && !autocast_cuda) os << "off ";
   os << "; " << threads << " threads";
+  if (anomaly_detection) os << "; anomaly detection on";
   return os.str();
 }
 

@@ -56,6 +56,12 @@ struct Guard {
   bool autocast_cpu = false, autocast_cuda = false;
   DType autocast_cpu_dtype = kBFloat16, autocast_cuda_dtype = kFloat16;
   int threads = 0;
+  /// Which op families take the library route (backends::OpKernelsGuard), a bit per family on
+  /// the CPU, then on CUDA: the replay makes the calls of the route it was captured on.
+  std::uint32_t library_routes = 0;
+  /// Anomaly detection checks each backward result on the host; a graph captured without it
+  /// would skip the checks.
+  bool anomaly_detection = false;
   /// TensorImpl::requires_grad_changes() when captured: a parameter frozen or unfrozen since
   /// changes which gradients the step computes.
   std::uint64_t requires_grad_changes = 0;

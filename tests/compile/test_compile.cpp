@@ -6,6 +6,7 @@
 // the arena (a replay allocates nothing), and the graph's printed forms.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <set>
 
@@ -176,6 +177,44 @@ TEST_F(CompileTest, AModelMovedToAnotherDtypeCapturesAgain) {
   step(x.to(kFloat64), y);
   EXPECT_FALSE(equal(run.model->fc1->weight, moved));
   EXPECT_EQ(step.stats().captures, 2);  // the call that threw recorded nothing
+}
+
+TEST_F(CompileTest, TheLibraryRouteAndAnomalyDetectionAreGuarded) {
+  // Switched after the capture, each would be ignored by a replay: the oneDNN calls made on
+  // the Eigen route asked for, the NaN checks of anomaly detection skipped.
+  testing::Trainer<SmallCnn> eager(4, kFloat64, false), compiled(4, kFloat64, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
+  const auto both = [&](const Tensor& x, const Tensor& y) {
+    const Tensor stream = get_rng_state();
+    const double expected = eager.step(x, y).item<double>();
+    set_rng_state(stream);
+    EXPECT_NEAR(step(x, y).item<double>(), expected, 1e-12);
+    EXPECT_LE(parameter_gap(*eager.model, *compiled.model), 1e-12);
+  };
+  const Tensor x = randn({4, 1, 12, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 5, {4});
+  both(x, y);
+  both(x, y);
+  {
+    backends::OpKernelsGuard reference_route(DeviceType::CPU, false);
+    both(x, y);
+    EXPECT_EQ(step.stats().captures, 2);
+  }
+  both(x, y);
+  EXPECT_TRUE(step.last_call_replayed());
+  EXPECT_EQ(step.stats().captures, 2);
+
+  const WarningHandler previous = set_warning_handler([](const std::string&) {});
+  autograd::DetectAnomalyGuard anomaly;
+  Tensor poisoned = x.clone();
+  poisoned.select(0, 0).fill_(std::nan(""));
+  try {
+    step(poisoned, y);
+    ADD_FAILURE() << "a NaN gradient went past anomaly detection";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("returned nan values"), std::string::npos) << e.what();
+  }
+  set_warning_handler(previous);
+  EXPECT_FALSE(step.last_call_replayed());
 }
 
 struct NormDropMlp : nn::Module {
