@@ -8,6 +8,7 @@
 
 #include "autograd/anomaly_mode.h"
 #include "autograd/autocast.h"
+#include "autograd/saved_tensors_hooks.h"
 #include "compile/capture.h"
 #include "compile/passes.h"
 #include "core/backends.h"
@@ -38,6 +39,7 @@ Guard Guard::of(const std::vector<Tensor>& inputs) {
     }
   }
   g.anomaly_detection = autograd::is_anomaly_enabled();
+  g.saved_tensors_hooks = autograd::current_saved_tensors_hooks() != nullptr;
   g.requires_grad_changes = TensorImpl::requires_grad_changes();
   g.tensors_replaced = capture::tensor_replacements();
   return g;
@@ -56,6 +58,7 @@ std::string Guard::describe() const {
   if (!autocast_cpu && !autocast_cuda) os << "off ";
   os << "; " << threads << " threads";
   if (anomaly_detection) os << "; anomaly detection on";
+  if (saved_tensors_hooks) os << "; saved-tensors hooks";
   return os.str();
 }
 

@@ -62,6 +62,8 @@ struct Guard {
   /// Anomaly detection checks each backward result on the host; a graph captured without it
   /// would skip the checks.
   bool anomaly_detection = false;
+  /// Whether saved-tensors hooks are installed (a step that packs through them runs eagerly).
+  bool saved_tensors_hooks = false;
   /// TensorImpl::requires_grad_changes() when captured: a parameter frozen or unfrozen since
   /// changes which gradients the step computes.
   std::uint64_t requires_grad_changes = 0;

@@ -6,11 +6,14 @@
 // the arena (a replay allocates nothing), and the graph's printed forms.
 #include <gtest/gtest.h>
 
+#include <any>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "../../examples/support/models.h"
+#include "autograd/saved_tensors_hooks.h"
 #include "compile/capture.h"
 #include "compile/passes.h"
 #include "core/routes.h"
@@ -215,6 +218,36 @@ TEST_F(CompileTest, TheLibraryRouteAndAnomalyDetectionAreGuarded) {
   }
   set_warning_handler(previous);
   EXPECT_FALSE(step.last_call_replayed());
+}
+
+TEST_F(CompileTest, SavedTensorsHooksRunEagerlyAndTheirAbsenceReplays) {
+  // pack and unpack are host code: replayed as kernels, a count or a list of offloaded tensors
+  // kept by the hooks would silently stop changing.
+  testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  int packed = 0;
+  std::vector<bool> replayed;
+  for (int i = 0; i < 6; ++i) {
+    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+    const double expected = eager.step(x, y).item<double>();
+    std::optional<autograd::SavedTensorsHooksGuard> hooks;
+    if (i == 2 || i == 3) {
+      hooks.emplace(autograd::SavedTensorsHooks{
+          .pack = [&packed](const Tensor& t) { return std::any((++packed, t)); },
+          .unpack = [](const std::any& p) { return std::any_cast<Tensor>(p); }});
+    }
+    EXPECT_NEAR(step(x, y).item<double>(), expected, 1e-12) << "step " << i;
+    replayed.push_back(step.last_call_replayed());
+  }
+  set_warning_handler(previous);
+  EXPECT_EQ(replayed, (std::vector<bool>{false, true, false, false, true, true}));
+  EXPECT_GT(packed, 0);
+  EXPECT_EQ(packed % 2, 0);  // both hooked steps packed, the same tensors each
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("a saved-tensors hook"), std::string::npos) << warnings[0];
+  EXPECT_LE(parameter_gap(*eager.model, *compiled.model), 1e-12);
 }
 
 struct NormDropMlp : nn::Module {
