@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "core/autograd_meta.h"
+#include "core/capture_hooks.h"
 
 namespace kiln {
 
@@ -56,12 +57,16 @@ HookHandle add_leaf_hook(const std::shared_ptr<TensorImpl>& leaf,
   std::lock_guard<std::mutex> lock(meta.mutex);
   const int id = meta.next_hook_id++;
   (meta.*list).emplace_back(id, std::move(hook));
+  // A step captured before would replay without the hook; one registered by the step being
+  // captured is the step's own.
+  if (capture::observer() == nullptr) capture::held_state_changed();
   std::weak_ptr<TensorImpl> weak = leaf;
   return HookHandle([weak, list, id] {
     if (auto impl = weak.lock()) {
       AutogradMeta& m = impl->autograd_meta();
       std::lock_guard<std::mutex> l(m.mutex);
-      std::erase_if(m.*list, [id](const auto& h) { return h.first == id; });
+      const bool removed = std::erase_if(m.*list, [id](const auto& h) { return h.first == id; }) > 0;
+      if (removed && capture::observer() == nullptr) capture::held_state_changed();
     }
   });
 }

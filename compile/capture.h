@@ -45,7 +45,9 @@ namespace kiln::compiler {
 //    then fails with the reason and its source line, and the step stays eager.
 //  - Modules. A module's training mode and its hooks decide which kernels its call makes, so
 //    reading them makes the graph conditional on them (Note [What a graph assumed of its
-//    modules]).
+//    modules]). State a graph holds that changes outside the step (Module::to() replacing a
+//    parameter, a hook added to or removed from a parameter's gradient) makes it stale: the
+//    next call captures again (capture::held_state_changed).
 // Numbers the step computes on the host (x * 0.5, a dropout probability) become constants of
 // the graph, as in tinygrad's TinyJit; ones that change must live in tensors or in a region.
 // The step's random kernels are called again at every replay, so they draw fresh numbers from

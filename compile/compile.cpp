@@ -41,7 +41,7 @@ Guard Guard::of(const std::vector<Tensor>& inputs) {
   g.anomaly_detection = autograd::is_anomaly_enabled();
   g.saved_tensors_hooks = autograd::current_saved_tensors_hooks() != nullptr;
   g.requires_grad_changes = TensorImpl::requires_grad_changes();
-  g.tensors_replaced = capture::tensor_replacements();
+  g.held_state_changes = capture::held_state_changes();
   return g;
 }
 
@@ -97,11 +97,11 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
   State& s = *state_;
   const Guard guard = Guard::of(inputs);
   s.last_replayed = false;
-  // Graphs captured before a leaf's requires_grad changed, or before a module's tensors were
-  // replaced, can never match again.
+  // Graphs captured before a leaf's requires_grad changed, or before state they hold changed
+  // (capture::held_state_changed), can never match again.
   if (std::erase_if(s.entries, [&](const State::Entry& e) {
         return e.guard.requires_grad_changes != guard.requires_grad_changes ||
-               e.guard.tensors_replaced != guard.tensors_replaced;
+               e.guard.held_state_changes != guard.held_state_changes;
       }) > 0) {
     s.last_graph = nullptr;
   }

@@ -67,8 +67,9 @@ struct Guard {
   /// TensorImpl::requires_grad_changes() when captured: a parameter frozen or unfrozen since
   /// changes which gradients the step computes.
   std::uint64_t requires_grad_changes = 0;
-  /// capture::tensor_replacements() when captured: a module moved by to() since holds new tensors.
-  std::uint64_t tensors_replaced = 0;
+  /// capture::held_state_changes() when captured: a module moved by to() since holds new
+  /// tensors; a leaf's gradient hooks changed since run, or no longer run, in its backward.
+  std::uint64_t held_state_changes = 0;
   bool operator==(const Guard&) const = default;
   /// The guard of a call with `inputs` made now.
   static Guard of(const std::vector<Tensor>& inputs);

@@ -14,10 +14,10 @@ void host_access(const Tensor& t, const char* how, std::source_location where) {
 }
 
 namespace {
-std::atomic<std::uint64_t> replacements{0};
+std::atomic<std::uint64_t> changes{0};
 }  // namespace
 
-void tensor_replaced() { replacements.fetch_add(1, std::memory_order_relaxed); }
-std::uint64_t tensor_replacements() { return replacements.load(std::memory_order_relaxed); }
+void held_state_changed() { changes.fetch_add(1, std::memory_order_relaxed); }
+std::uint64_t held_state_changes() { return changes.load(std::memory_order_relaxed); }
 
 }  // namespace kiln::capture

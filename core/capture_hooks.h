@@ -84,10 +84,11 @@ Observer* set_observer(Observer* o);
 
 /// Tensor's data accessors call this when an observer is installed.
 void host_access(const Tensor& t, const char* how, std::source_location where);
-/// A layer replaced a tensor that a captured step may hold (Module::to() makes new parameters
-/// and buffers): counted process-wide, so that steps captured before capture again.
-void tensor_replaced();
-std::uint64_t tensor_replacements();
+/// State a captured step holds as it was changed outside any capture: Module::to() replaced a
+/// parameter or buffer with a new tensor, a leaf's gradient hooks were added or removed.
+/// Counted process-wide, so that steps captured before capture again.
+void held_state_changed();
+std::uint64_t held_state_changes();
 
 /// AccumulateGrad calls this after binding a leaf's first gradient.
 inline void grad_bound(const Tensor& leaf, const Tensor& grad) {

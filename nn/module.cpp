@@ -190,7 +190,7 @@ void Module::move_tensors(std::optional<Device> device, std::optional<DType> dty
     if (meta.grad.defined()) new_meta.grad = meta.grad.to(d, ty);
     meta.successor = moved;  // the forwarding record
     old = moved;
-    capture::tensor_replaced();
+    capture::held_state_changed();
   }
   for (Slot& s : buffers_) {
     Tensor& b = *s.tensor;
@@ -198,7 +198,7 @@ void Module::move_tensors(std::optional<Device> device, std::optional<DType> dty
     const auto [d, ty] = target(b);
     if (d == b.device() && ty == b.dtype()) continue;
     b = b.to(d, ty);
-    capture::tensor_replaced();
+    capture::held_state_changed();
   }
   for (auto& c : children_) c.second->move_tensors(device, dtype);
 }

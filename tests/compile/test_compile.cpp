@@ -250,6 +250,30 @@ TEST_F(CompileTest, SavedTensorsHooksRunEagerlyAndTheirAbsenceReplays) {
   EXPECT_LE(parameter_gap(*eager.model, *compiled.model), 1e-12);
 }
 
+TEST_F(CompileTest, AGradientHookOnAParameterAddedOrRemovedCapturesAgain) {
+  // A hook that clips a parameter's gradient, registered after the capture and removed later:
+  // each change must reach the next step, as it does eagerly.
+  testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
+  const auto clip = [](const Tensor& g) { return g.clamp(-1e-3, 1e-3); };
+  HookHandle eager_hook, compiled_hook;
+  for (int i = 0; i < 6; ++i) {
+    if (i == 2) {
+      eager_hook = eager.model->fc1->weight.register_hook(clip);
+      compiled_hook = compiled.model->fc1->weight.register_hook(clip);
+    }
+    if (i == 4) {
+      eager_hook.remove();
+      compiled_hook.remove();
+    }
+    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+    EXPECT_NEAR(step(x, y).item<double>(), eager.step(x, y).item<double>(), 1e-12) << "step " << i;
+    ASSERT_LE(parameter_gap(*eager.model, *compiled.model), 1e-12) << "step " << i;
+  }
+  EXPECT_EQ(step.stats().captures, 3);
+  EXPECT_EQ(step.stats().replays, 3);
+}
+
 struct NormDropMlp : nn::Module {
   std::shared_ptr<nn::Linear> fc1, fc2;
   std::shared_ptr<nn::BatchNorm1d> norm;
