@@ -141,9 +141,9 @@ void Capture::not_replayable(const std::string& what, std::source_location where
   fail(what + " at " + site(where) + " cannot be replayed yet");
 }
 
-void Capture::depends_on(const void* key, std::string what, std::function<bool()> holds) {
+void Capture::depends_on(const void* key, std::function<bool()> holds) {
   if (region_depth_ > 0 || !condition_keys_.insert(key).second) return;
-  conditions_.push_back({std::move(what), std::move(holds)});
+  conditions_.push_back(std::move(holds));
 }
 
 void Capture::scope_begin(const void* owner, const char* name, std::initializer_list<const Tensor*> args) {

@@ -78,11 +78,8 @@ namespace kiln::compiler {
 // (the ONNX export writes an nn::LSTM as one ONNX LSTM node) can take the call for its nodes.
 // Scopes index the nodes as captured, before any pass rewrites them.
 
-/// Host state a recording depends on, and the test that it still has the value it had.
-struct Condition {
-  std::string what;  // "Dropout in training mode"
-  std::function<bool()> holds;
-};
+/// The test that host state a recording depends on still has the value it had.
+using Condition = std::function<bool()>;
 
 /// One marked call of a layer: nodes [begin, end) of the capture are its work.
 struct Scope {
@@ -132,7 +129,7 @@ class Capture final : public capture::Observer {
   void not_replayable(const std::string& what, std::source_location where) override;
   void scope_begin(const void* owner, const char* name, std::initializer_list<const Tensor*> args) override;
   void scope_end(std::initializer_list<const Tensor*> results) override;
-  void depends_on(const void* key, std::string what, std::function<bool()> holds) override;
+  void depends_on(const void* key, std::function<bool()> holds) override;
   /// What the recording depends on, each once (Note [What a graph assumed of its modules]).
   const std::vector<Condition>& conditions() const { return conditions_; }
   /// The marked layer calls made at the top level, outermost first where they nest.

@@ -65,11 +65,11 @@ std::string Guard::describe() const {
 struct CompiledStep::State {
   struct Entry {
     Guard guard;
-    std::vector<Condition> conditions;  // the modes the capture read, as it read them
+    std::vector<Condition> conditions;  // module state the capture read: modes, no hooks
     std::optional<Graph> graph;
     std::string failure;  // why this kind of call runs eagerly
     bool matches(const Guard& now) const {
-      return guard == now && std::ranges::all_of(conditions, [](const Condition& c) { return c.holds(); });
+      return guard == now && std::ranges::all_of(conditions, [](const Condition& holds) { return holds(); });
     }
   };
   Body body;

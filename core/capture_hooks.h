@@ -51,11 +51,10 @@ class Observer {
   virtual void grad_bound(const Tensor& leaf, const Tensor& grad) = 0;
   /// Something happened that a replay cannot redo (`what`, at `where`): the step stays eager.
   virtual void not_replayable(const std::string& what, std::source_location where) = 0;
-  /// Host state that decides what the step records was read (a module's training mode):
-  /// `holds()` says whether it still has the value read, `what` names that value. `key`
-  /// identifies the state, so that reading it again adds nothing.
-  virtual void depends_on([[maybe_unused]] const void* key, [[maybe_unused]] std::string what,
-                          [[maybe_unused]] std::function<bool()> holds) {}
+  /// Host state that decides what the step records was read (a module's training mode, that it
+  /// has no hooks): `holds()` says whether it still has the value read. `key` identifies the
+  /// state, so that reading it again adds nothing.
+  virtual void depends_on([[maybe_unused]] const void* key, [[maybe_unused]] std::function<bool()> holds) {}
 };
 
 /// Serves the memory kernels take for themselves (reorder buffers, a library's scratchpad)
@@ -100,11 +99,10 @@ inline void not_replayable(const std::string& what, std::source_location where =
   if (Observer* o = observer()) o->not_replayable(what, where);
 }
 
-/// Says that the step's recording depends on host state read here (Observer::depends_on);
-/// `what` is only built when a capture runs.
-template <class What, class Holds>
-void depends_on(const void* key, What&& what, Holds&& holds) {
-  if (Observer* o = observer()) o->depends_on(key, std::forward<What>(what)(), std::forward<Holds>(holds));
+/// Says that the step's recording depends on host state read here (Observer::depends_on).
+template <class Holds>
+void depends_on(const void* key, Holds&& holds) {
+  if (Observer* o = observer()) o->depends_on(key, std::forward<Holds>(holds));
 }
 
 /// A region that a captured step replays by calling `replay` instead of its kernels: code

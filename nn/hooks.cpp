@@ -61,12 +61,10 @@ void append(List& first, const List& second) {
 }  // namespace
 
 void Module::note_no_hooks() const {
-  capture::depends_on(
-      &hooks_, [&] { return type_name_ + " without hooks"; },
-      [alive = std::weak_ptr<const bool>(training_), self = this] {
-        return alive.lock() != nullptr && (self->hooks_ == nullptr || self->hooks_->empty()) &&
-               !kiln::detail::global_module_hooks_registered();
-      });
+  capture::depends_on(&hooks_, [alive = std::weak_ptr<const bool>(training_), self = this] {
+    return alive.lock() != nullptr && (self->hooks_ == nullptr || self->hooks_->empty()) &&
+           !kiln::detail::global_module_hooks_registered();
+  });
 }
 
 TensorList Module::call_with_hooks(TensorList args, const std::function<TensorList(const TensorList&)>& forward_fn) {

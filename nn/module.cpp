@@ -148,12 +148,10 @@ void Module::train(bool on) {
 
 void Module::note_mode_read() const {
   const bool training = *training_;
-  capture::depends_on(
-      training_.get(), [&] { return type_name_ + (training ? " in training mode" : " in eval mode"); },
-      [mode = std::weak_ptr<const bool>(training_), training] {
-        const std::shared_ptr<const bool> now = mode.lock();
-        return now != nullptr && *now == training;
-      });
+  capture::depends_on(training_.get(), [mode = std::weak_ptr<const bool>(training_), training] {
+    const std::shared_ptr<const bool> now = mode.lock();
+    return now != nullptr && *now == training;
+  });
 }
 
 void Module::zero_grad(bool set_to_none) {
