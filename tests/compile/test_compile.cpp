@@ -291,8 +291,8 @@ struct NormDropMlp : nn::Module {
 
 TEST_F(CompileTest, EvalModeCapturesAGraphOfItsOwnAndTrainModeReplaysTheFirst) {
   // A graph captured in training mode drops units and moves BatchNorm's running statistics;
-  // after model.eval() it must not be replayed (Note [A graph holds while the modes it read
-  // hold]). Training in eval mode is a real recipe: fine-tuning with the statistics frozen.
+  // after model.eval() it must not be replayed (Note [What a graph assumed of its modules]).
+  // Training in eval mode is a real recipe: fine-tuning with the statistics frozen.
   testing::Trainer<NormDropMlp> eager(3, kFloat64, false), compiled(3, kFloat64, false);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
   manual_seed(6);
