@@ -32,6 +32,7 @@ Guard Guard::of(const std::vector<Tensor>& inputs) {
   g.autocast_cpu_dtype = amp::get_autocast_dtype(DeviceType::CPU);
   g.autocast_cuda_dtype = amp::get_autocast_dtype(DeviceType::CUDA);
   g.threads = get_num_threads();
+  g.default_dtype = kiln::default_dtype();
   int bit = 0;
   for (const DeviceType type : {DeviceType::CPU, DeviceType::CUDA}) {
     for (int f = 0; f < static_cast<int>(backends::OpFamily::kCount); ++f, ++bit) {
@@ -57,6 +58,7 @@ std::string Guard::describe() const {
   if (autocast_cuda) os << "cuda " << autocast_cuda_dtype << " ";
   if (!autocast_cpu && !autocast_cuda) os << "off ";
   os << "; " << threads << " threads";
+  if (default_dtype != kFloat32) os << "; default dtype " << dtype_name(default_dtype);
   if (anomaly_detection) os << "; anomaly detection on";
   if (saved_tensors_hooks) os << "; saved-tensors hooks";
   return os.str();

@@ -1,8 +1,8 @@
 // compile/compile.h — kiln::compile: a training step captured once as a graph, then replayed.
 // The first call of each new kind (shapes, dtypes and devices of the inputs, grad mode,
-// autocast, thread count: the guard; the modes and hooks of the modules it called: its
-// conditions) runs the step eagerly while recording it (Note [Capturing a step]); the graph
-// goes through the passes (compile/passes.h) and later calls of the same kind replay it. A
+// autocast, thread count, default dtype: the guard; the modes and hooks of the modules it
+// called: its conditions) runs the step eagerly while recording it (Note [Capturing a step]);
+// the graph goes through the passes (compile/passes.h) and later calls of the same kind replay it. A
 // step the capture cannot replay (it reads a computed value on the host, runs on a GPU, ...)
 // keeps running eagerly, with one warning that says why.
 //
@@ -56,6 +56,8 @@ struct Guard {
   bool autocast_cpu = false, autocast_cuda = false;
   DType autocast_cpu_dtype = kBFloat16, autocast_cuda_dtype = kFloat16;
   int threads = 0;
+  /// What a number or an integer tensor becomes in a floating op, and what factories make.
+  DType default_dtype = kFloat32;
   /// Which op families take the library route (backends::OpKernelsGuard), a bit per family on
   /// the CPU, then on CUDA: the replay makes the calls of the route it was captured on.
   std::uint32_t library_routes = 0;

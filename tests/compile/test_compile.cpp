@@ -414,6 +414,18 @@ TEST_F(CompileTest, ANewBatchSizeCapturesAgainAndTheOldGraphStays) {
   EXPECT_EQ(step.stats().captures, 3);
 }
 
+TEST_F(CompileTest, TheDefaultDtypeIsGuarded) {
+  auto step = compile([](const Tensor& x) { return x * 0.5; });
+  const Tensor x = arange(4);
+  EXPECT_EQ(step(x).dtype(), kFloat32);
+  EXPECT_EQ(step(x).dtype(), kFloat32);
+  set_default_dtype(kFloat64);
+  const DType seen = step(x).dtype();
+  set_default_dtype(kFloat32);
+  EXPECT_EQ(seen, kFloat64);
+  EXPECT_EQ(step.stats().captures, 2);
+}
+
 TEST_F(CompileTest, AStepThatReadsAComputedValueOnTheHostRunsEagerlyAndSaysWhere) {
   testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
   double seen = 0.0;
