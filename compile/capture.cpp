@@ -49,6 +49,8 @@ std::vector<Tensor> Capture::run(const std::function<std::vector<Tensor>(const s
     }
   }
   graph_.inputs = buffers;
+  std::vector<std::uint32_t> versions;
+  for (const Tensor& b : buffers) versions.push_back(b.impl()->storage()->version());
   previous_ = capture::set_observer(this);
   t_current = this;
   installed_ = true;
@@ -64,6 +66,14 @@ std::vector<Tensor> Capture::run(const std::function<std::vector<Tensor>(const s
   capture::set_observer(previous_);
   t_current = nullptr;
   installed_ = false;
+  // The step ran on the buffers; what it wrote in place of its inputs, eagerly it writes in
+  // the caller's tensors (every in-place write bumps a storage's version).
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].impl()->storage()->version() == versions[i]) continue;
+    graph_.written_inputs.push_back(i);
+    ops::copy_(inputs[i], buffers[i]);
+  }
   return outputs;
 }
 

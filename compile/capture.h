@@ -100,8 +100,9 @@ class Capture final : public capture::Observer {
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;
 
-  /// Runs `fn` on copies of `inputs` (the graph's own input buffers) while recording, and
-  /// returns what it returned. The run is eager: its results are the step's real results.
+  /// Runs `fn` on copies of `inputs` (the graph's own input buffers) while recording, copies
+  /// the buffers it wrote in place back into `inputs`, and returns what it returned. The run
+  /// is eager: its results are the step's real results.
   std::vector<Tensor> run(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs);
   /// Why the step cannot be replayed ("" when it can), naming the op and the source line.

@@ -144,7 +144,7 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
   s.entries.push_back({guard, capture.conditions(), std::move(graph), ""});
   s.last_graph = &*s.entries.back().graph;
   s.eager_reason.clear();
-  return outputs;
+  return s.last_graph->capture_results(outputs);
 }
 
 const Graph& CompiledStep::graph() const {

@@ -16,8 +16,10 @@
 //   for (auto& batch : loader) loss_sum += step(batch.data, batch.target).item<double>();
 //   std::cout << step.graph().print();
 //
-// The tensors a replay returns are the graph's own output buffers: the next call overwrites
-// them (as with PyTorch's CUDA graphs), so clone() one to keep it.
+// A compiled step returns values without autograd history. A replay lends the graph's own
+// output buffers, and the next replay first copies out any that the caller still holds, so a
+// kept loss keeps its value (Note [What a replay returns]); inputs the step writes in place
+// are written back into the caller's tensors, as the eager step writes them.
 // Read next: compile/capture.h, compile/graph.h, compile/passes.h.
 #pragma once
 

@@ -21,9 +21,25 @@ void Node::run() const {
   }
 }
 
-const std::vector<Tensor>& Graph::run(const std::vector<Tensor>& values) const {
+const LentOutputs& Graph::lent() const {
+  if (!lent_) lent_ = std::make_unique<LentOutputs>(*this);
+  return *lent_;
+}
+
+std::vector<Tensor> Graph::capture_results(const std::vector<Tensor>& results) const {
+  std::vector<Tensor> handed = results;
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < handed.size(); ++i) {
+    if (lent().lends(i)) handed[i] = ops::clone(results[i]);
+  }
+  return handed;
+}
+
+std::vector<Tensor> Graph::run(const std::vector<Tensor>& values) const {
   KILN_CHECK(values.size() == inputs.size(), "compiled step: expected ", inputs.size(), " inputs, got ",
              values.size());
+  lent();
+  lent_->settle();  // before anything overwrites the buffers
   {
     NoGradGuard no_grad;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -59,7 +75,13 @@ const std::vector<Tensor>& Graph::run(const std::vector<Tensor>& values) const {
     if (!scratch_->release()) node.keeps_scratch = true;
   }
   scratch_->fit();
-  return outputs;
+  {
+    NoGradGuard no_grad;
+    for (std::size_t i : written_inputs) {
+      if (!values[i].is_same(inputs[i])) ops::copy_(values[i], inputs[i]);
+    }
+  }
+  return lent_->lend(outputs);
 }
 
 std::size_t Graph::scratch_bytes() const { return scratch_ ? scratch_->capacity() : 0; }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compile/kernel_call.h"
+#include "compile/lent_outputs.h"
 #include "compile/scratch.h"
 #include "core/storage.h"
 #include "core/tensor.h"
@@ -65,14 +66,22 @@ class Graph {
   std::vector<Node> nodes;
   /// Buffers the step's inputs are copied into before each replay (the step ran on them).
   std::vector<Tensor> inputs;
-  /// What the step returned; a replay writes into them and returns them.
+  /// The inputs (by index) the step writes in place: copied back into the caller's tensors
+  /// after each replay, since the eager step writes the caller's.
+  std::vector<std::size_t> written_inputs;
+  /// What the step returned; a replay writes into them and lends them (Note [What a replay
+  /// returns]).
   std::vector<Tensor> outputs;
   /// Values the step computes from constants alone, made once by the capture and read by every
   /// replay (Note [Values computed once]).
   std::vector<Tensor> constants;
 
-  /// Copies `values` into the input buffers and runs every node in order.
-  const std::vector<Tensor>& run(const std::vector<Tensor>& values) const;
+  /// Copies `values` into the input buffers, runs every node in order, copies the inputs the
+  /// step wrote back into `values`, and returns the step's results, lent.
+  std::vector<Tensor> run(const std::vector<Tensor>& values) const;
+  /// What the capturing call returns in place of `results`, the eager ones, which lie over the
+  /// graph's buffers: copies of those a replay lends, so that no replay overwrites them.
+  std::vector<Tensor> capture_results(const std::vector<Tensor>& results) const;
   /// The block kernels' own temporaries come from during a replay (0 before the first).
   std::size_t scratch_bytes() const;
 
@@ -87,7 +96,10 @@ class Graph {
   std::string to_dot() const;
 
  private:
+  const LentOutputs& lent() const;
+
   mutable std::unique_ptr<Scratch> scratch_;
+  mutable std::unique_ptr<LentOutputs> lent_;
 };
 
 }  // namespace kiln::compiler

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "core/allocator.h"
 #include "core/array_ref.h"
@@ -39,6 +40,15 @@ class Storage {
                                                MemoryProvenance provenance);
 
   void* data() const { return data_.get(); }
+  /// Puts `data` (as many bytes, on the same device) in place of this storage's bytes and
+  /// returns the old ones (PyTorch's StorageImpl::set_data_ptr): every tensor over the storage
+  /// reads the new bytes. How a compiled step's returned value, which borrowed the graph's
+  /// buffer, comes to own a copy (Note [What a replay returns] in compile/lent_outputs.h).
+  DataPtr set_data_ptr(DataPtr data) {
+    DataPtr old = std::move(data_);
+    data_ = std::move(data);
+    return old;
+  }
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return data_.device(); }
   bool is_pinned() const { return pinned_; }

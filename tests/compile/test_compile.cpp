@@ -414,6 +414,60 @@ TEST_F(CompileTest, ANewBatchSizeCapturesAgainAndTheOldGraphStays) {
   EXPECT_EQ(step.stats().captures, 3);
 }
 
+TEST_F(CompileTest, ResultsKeptFromEarlierStepsKeepTheirValues) {
+  testing::Trainer<SmallMlp> eager(3, kFloat64, false), compiled(3, kFloat64, false);
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    Tensor loss = compiled.step(x, y);
+    return TensorList{loss, loss.view({1}), compiled.model->fc2->bias};
+  });
+  manual_seed(5);
+  std::vector<Tensor> eager_losses, compiled_losses, loss_views;
+  for (int i = 0; i < 4; ++i) {
+    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+    eager_losses.push_back(eager.step(x, y).detach());
+    const TensorList results = step(x, y);
+    compiled_losses.push_back(results[0]);
+    loss_views.push_back(results[1]);
+    // A parameter the step returns is the live parameter's memory, as eagerly.
+    EXPECT_EQ(results[2].impl()->data(), compiled.model->fc2->bias.impl()->data());
+  }
+  EXPECT_EQ(step.stats().replays, 3);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(compiled_losses[i].item<double>(), eager_losses[i].item<double>()) << "step " << i;
+    EXPECT_EQ(loss_views[i].item<double>(), eager_losses[i].item<double>()) << "step " << i;
+  }
+  // Only a result the caller holds is copied out: a loop that lets the loss go allocates nothing.
+  const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+  step(x, y);
+  const std::int64_t before = cpu_allocator_stats().allocations;
+  for (int i = 0; i < 3; ++i) step(x, y);
+  EXPECT_EQ(cpu_allocator_stats().allocations - before, 0);
+  // A result outlives its graph.
+  const Tensor last = step(x, y)[0];
+  const double value = last.item<double>();
+  step.reset();
+  EXPECT_EQ(last.item<double>(), value);
+}
+
+TEST_F(CompileTest, AnInputTheStepWritesInPlaceIsWrittenForTheCaller) {
+  auto step = compile([](const Tensor& x) {
+    NoGradGuard no_grad;
+    x.mul_(2.0);
+    return TensorList{x.sum(), x};
+  });
+  std::vector<Tensor> returned;
+  for (int i = 0; i < 3; ++i) {
+    const Tensor x = full({3}, 1.5 + i);
+    const TensorList results = step(x);
+    EXPECT_EQ(results[0].item<double>(), 6.0 * (1.5 + i));
+    EXPECT_EQ(x.sum().item<double>(), 6.0 * (1.5 + i)) << "call " << i;
+    returned.push_back(results[1]);
+  }
+  EXPECT_EQ(step.stats().replays, 2);
+  // The input a step returns is refilled by each replay: one kept keeps its value.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(returned[i].sum().item<double>(), 6.0 * (1.5 + i)) << "call " << i;
+}
+
 TEST_F(CompileTest, TheDefaultDtypeIsGuarded) {
   auto step = compile([](const Tensor& x) { return x * 0.5; });
   const Tensor x = arange(4);

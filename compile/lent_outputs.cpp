@@ -1,0 +1,78 @@
+// compile/lent_outputs.cpp — lending a replay's results (Note [What a replay returns]).
+#include "compile/lent_outputs.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "compile/graph.h"
+#include "compile/storage_uses.h"
+#include "core/allocator.h"
+#include "core/tensor_impl.h"
+
+namespace kiln::compiler {
+
+LentOutputs::LentOutputs(const Graph& g) : loan_of_(g.outputs.size(), -1), returned_(g.outputs) {
+  const std::map<const Storage*, StorageUses> uses = storage_uses(g);
+  std::set<const Storage*> input_buffers;  // refilled by every replay
+  for (const Tensor& in : g.inputs) input_buffers.insert(storage_of(in));
+  const auto made_anew = [&](const Storage* s) {
+    const auto use = uses.find(s);
+    return input_buffers.contains(s) ||
+           (use != uses.end() && !use->second.writes.empty() && use->second.first_use_writes_whole);
+  };
+  std::map<const Storage*, int> loan_of_buffer;
+  for (std::size_t i = 0; i < g.outputs.size(); ++i) {
+    const Tensor& out = g.outputs[i];
+    if (!out.defined() || !out.device().is_cpu() || !made_anew(storage_of(out))) continue;
+    auto [it, fresh] = loan_of_buffer.emplace(storage_of(out), static_cast<int>(loans_.size()));
+    if (fresh) loans_.push_back({out.impl()->storage(), nullptr, {}});
+    loans_[it->second].outputs.push_back(i);
+    loan_of_[i] = it->second;
+  }
+}
+
+void LentOutputs::settle() {
+  for (Loan& loan : loans_) {
+    if (!loan.lent) continue;
+    // The loan itself and each returned handle over it account for the references the graph
+    // knows of; any further one is the caller's: the tensor kept, or a view of it.
+    bool held = loan.lent.use_count() > static_cast<long>(1 + loan.outputs.size());
+    for (std::size_t i : loan.outputs) held = held || returned_[i].impl_ptr().use_count() > 1;
+    if (!held) continue;
+    const std::size_t nbytes = loan.lent->nbytes();
+    DataPtr own = allocator_for(loan.lent->device())->allocate(nbytes);
+    if (nbytes > 0) std::memcpy(own.get(), loan.buffer->data(), nbytes);
+    loan.lent->set_data_ptr(std::move(own));
+    loan.lent.reset();
+    for (std::size_t i : loan.outputs) returned_[i] = Tensor();
+  }
+}
+
+std::vector<Tensor> LentOutputs::lend(const std::vector<Tensor>& outputs) {
+  for (Loan& loan : loans_) {
+    if (loan.lent) continue;
+    // The borrowed bytes' deleter drops the reference to the buffer that keeps them alive.
+    auto* keep_alive = new std::shared_ptr<Storage>(loan.buffer);
+    DataPtr borrowed(
+        loan.buffer->data(), keep_alive,
+        [](void* context, void*) { delete static_cast<std::shared_ptr<Storage>*>(context); },
+        loan.buffer->device());
+    loan.lent = std::make_shared<Storage>(std::move(borrowed), loan.buffer->nbytes(), false,
+                                          MemoryProvenance{MemoryOrigin::ZeroCopy, "a compiled step's result", {}});
+    for (std::size_t i : loan.outputs) {
+      const TensorImpl& out = *outputs[i].impl();
+      returned_[i] = Tensor(std::make_shared<TensorImpl>(
+          loan.lent, Shape(out.sizes().begin(), out.sizes().end()), Shape(out.strides().begin(), out.strides().end()),
+          out.storage_offset(), out.dtype(), AutogradTerms{},
+          Provenance{TensorOrigin::OpOutput, "a compiled step's result", {}}));
+    }
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (loan_of_[i] < 0) returned_[i] = outputs[i];
+  }
+  return returned_;
+}
+
+}  // namespace kiln::compiler
