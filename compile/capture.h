@@ -50,6 +50,8 @@ namespace kiln::compiler {
 //    next call captures again (capture::held_state_changed).
 // Numbers the step computes on the host (x * 0.5, a dropout probability) become constants of
 // the graph, as in tinygrad's TinyJit; ones that change must live in tensors or in a region.
+// Tensors from outside the step are read where they lie (Note [Tensors a step reads from
+// outside], compile/outside_reads.h).
 // The step's random kernels are called again at every replay, so they draw fresh numbers from
 // the generator, in eager order.
 

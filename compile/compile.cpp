@@ -10,6 +10,7 @@
 #include "autograd/autocast.h"
 #include "autograd/saved_tensors_hooks.h"
 #include "compile/capture.h"
+#include "compile/outside_reads.h"
 #include "compile/passes.h"
 #include "core/backends.h"
 #include "core/grad_mode.h"
@@ -69,6 +70,7 @@ struct CompiledStep::State {
     Guard guard;
     std::vector<Condition> conditions;  // module state the capture read: modes, no hooks
     std::optional<Graph> graph;
+    std::optional<OutsideReads> outside;  // the tensors it shares with the world outside
     std::string failure;  // why this kind of call runs eagerly
     bool matches(const Guard& now) const {
       return guard == now && std::ranges::all_of(conditions, [](const Condition& holds) { return holds(); });
@@ -83,6 +85,7 @@ struct CompiledStep::State {
   bool last_replayed = false;
   std::string eager_reason;
   bool warned_full = false;
+  bool warned_let_go = false;
 };
 
 CompiledStep::CompiledStep(Body body, CompileOptions options) : state_(std::make_unique<State>()) {
@@ -99,11 +102,24 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
   State& s = *state_;
   const Guard guard = Guard::of(inputs);
   s.last_replayed = false;
-  // Graphs captured before a leaf's requires_grad changed, or before state they hold changed
-  // (capture::held_state_changed), can never match again.
+  // Graphs captured before a leaf's requires_grad changed, before state they hold changed
+  // (capture::held_state_changed), or holding a tensor from outside that the caller let go
+  // (Note [Tensors a step reads from outside]) can never match again.
   if (std::erase_if(s.entries, [&](const State::Entry& e) {
-        return e.guard.requires_grad_changes != guard.requires_grad_changes ||
-               e.guard.held_state_changes != guard.held_state_changes;
+        if (e.guard.requires_grad_changes != guard.requires_grad_changes ||
+            e.guard.held_state_changes != guard.held_state_changes) {
+          return true;
+        }
+        if (!e.outside) return false;
+        const std::string let_go = e.outside->let_go();
+        if (let_go.empty()) return false;
+        if (!s.warned_let_go) {
+          warn("compiled step: a tensor it reads from outside (" + let_go + ") is no longer held by anything "
+               "but its graph, so the step must read another now: it captures again. A tensor that changes "
+               "between calls should be an argument of the step, or take its new values through copy_()");
+          s.warned_let_go = true;
+        }
+        return true;
       }) > 0) {
     s.last_graph = nullptr;
   }
@@ -130,21 +146,28 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
     ++s.stats.eager_calls;
     return s.body(inputs);
   }
-  Capture capture;
-  std::vector<Tensor> outputs = capture.run(s.body, inputs);
-  ++s.stats.captures;
-  if (!capture.failure().empty()) {
-    s.eager_reason = capture.failure();
-    warn("compiled step runs eagerly: " + capture.failure());
-    s.entries.push_back({guard, capture.conditions(), std::nullopt, capture.failure()});
-    return outputs;
+  std::vector<Tensor> results;
+  {
+    Capture capture;
+    std::vector<Tensor> outputs = capture.run(s.body, inputs);
+    ++s.stats.captures;
+    if (!capture.failure().empty()) {
+      s.eager_reason = capture.failure();
+      warn("compiled step runs eagerly: " + capture.failure());
+      s.entries.push_back({guard, capture.conditions(), std::nullopt, std::nullopt, capture.failure()});
+      return outputs;
+    }
+    Graph graph = capture.take_graph(outputs);
+    run_passes(graph, s.passes);
+    s.entries.push_back({guard, capture.conditions(), std::move(graph), std::nullopt, ""});
+    s.last_graph = &*s.entries.back().graph;
+    s.eager_reason.clear();
+    results = s.last_graph->capture_results(outputs);
   }
-  Graph graph = capture.take_graph(outputs);
-  run_passes(graph, s.passes);
-  s.entries.push_back({guard, capture.conditions(), std::move(graph), ""});
-  s.last_graph = &*s.entries.back().graph;
-  s.eager_reason.clear();
-  return s.last_graph->capture_results(outputs);
+  // The eager results, their autograd graph and the recording are gone: what holds the
+  // graph's tensors now is what holds them between steps.
+  s.entries.back().outside.emplace(*s.last_graph);
+  return results;
 }
 
 const Graph& CompiledStep::graph() const {

@@ -468,6 +468,40 @@ TEST_F(CompileTest, AnInputTheStepWritesInPlaceIsWrittenForTheCaller) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(returned[i].sum().item<double>(), 6.0 * (1.5 + i)) << "call " << i;
 }
 
+TEST_F(CompileTest, ATensorReadFromOutsideThatIsReplacedCapturesAgain) {
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  Tensor weight = full({3}, 2.0);
+  auto step = compile([&](const Tensor& x) { return (x * weight).sum(); });
+  const Tensor x = ones({3});
+  EXPECT_EQ(step(x).item<double>(), 6.0);
+  weight.copy_(full({3}, 3.0));  // new values in the same tensor: read where it lies
+  EXPECT_EQ(step(x).item<double>(), 9.0);
+  EXPECT_TRUE(step.last_call_replayed());
+  weight = full({3}, 4.0);  // a new tensor, the old one let go
+  EXPECT_EQ(step(x).item<double>(), 12.0);
+  EXPECT_FALSE(step.last_call_replayed());
+  EXPECT_EQ(step(x).item<double>(), 12.0);
+  EXPECT_TRUE(step.last_call_replayed());
+  EXPECT_EQ(step.stats().captures, 2);
+
+  // The batch a training loop assigns to a variable its step's lambda reads: each step reads
+  // the new batch, as eagerly, never the first one again.
+  testing::Trainer<SmallMlp> eager(4, kFloat64, false), compiled(4, kFloat64, false);
+  Tensor batch_x, batch_y;
+  auto train = compile([&]() { return compiled.step(batch_x, batch_y); });
+  manual_seed(8);
+  for (int i = 0; i < 3; ++i) {
+    batch_x = randn({6, 12}, TensorOptions().dtype(kFloat64));
+    batch_y = randint(0, 3, {6});
+    EXPECT_EQ(train().item<double>(), eager.step(batch_x, batch_y).item<double>()) << "step " << i;
+  }
+  EXPECT_EQ(parameter_gap(*eager.model, *compiled.model), 0.0);
+  set_warning_handler(previous);
+  ASSERT_EQ(warnings.size(), 2u);  // once per compiled step
+  EXPECT_NE(warnings[0].find("a tensor it reads from outside (float32[3])"), std::string::npos) << warnings[0];
+}
+
 TEST_F(CompileTest, TheDefaultDtypeIsGuarded) {
   auto step = compile([](const Tensor& x) { return x * 0.5; });
   const Tensor x = arange(4);
