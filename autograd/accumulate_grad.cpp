@@ -25,6 +25,33 @@ std::shared_ptr<Node> AccumulateGrad::for_leaf(const Tensor& leaf) {
   return node;
 }
 
+namespace {
+
+// Note [A gradient bound or added to]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// AccumulateGrad makes a leaf's first gradient its .grad and adds later ones to it. A captured
+// step records whichever it did: a replay of a step that bound the gradient binds it again,
+// one that added to the .grad adds to the same tensor. So what the .grad held when the step
+// reached it is a condition of the graph (compile/capture.h): gradient accumulation, a step
+// without zero_grad called k times before the optimizer's step, gets a graph that binds for
+// the first call after zero_grad and one that adds for the others, where a single graph would
+// overwrite what the earlier calls accumulated. A step that sets the .grad to none itself
+// (zero_grad inside it) says so (capture::grad_unbound), and its graph holds whatever the
+// .grad held when it was called.
+void depend_on_grad(const Tensor& leaf, const Tensor& grad) {
+  if (capture::observer() == nullptr) return;
+  std::weak_ptr<Storage> storage;
+  if (grad.defined()) storage = grad.impl()->storage();
+  capture::depends_on(leaf.impl(), [leaf = std::weak_ptr<TensorImpl>(leaf.impl_ptr()), bound = grad.defined(), storage] {
+    const std::shared_ptr<TensorImpl> now = leaf.lock();
+    if (now == nullptr) return false;
+    const Tensor& g = now->autograd_meta().grad;
+    return g.defined() == bound && (!bound || g.impl()->storage() == storage.lock());
+  });
+}
+
+}  // namespace
+
 void AccumulateGrad::accumulate(const Tensor& leaf, Tensor new_grad, bool create_graph) {
   AutogradMeta& meta = leaf.impl()->autograd_meta();
   std::vector<GradHook> hooks;
@@ -38,6 +65,7 @@ void AccumulateGrad::accumulate(const Tensor& leaf, Tensor new_grad, bool create
   }
   std::lock_guard<std::mutex> lock(meta.mutex);
   Tensor& grad = meta.grad;
+  depend_on_grad(leaf, grad);
   if (!grad.defined()) {
     if (create_graph) {
       grad = new_grad;

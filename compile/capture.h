@@ -129,6 +129,7 @@ class Capture final : public capture::Observer {
                     std::initializer_list<const Tensor*> reads) override;
   void region_end() override;
   void grad_bound(const Tensor& leaf, const Tensor& grad) override;
+  void grad_unbound(const Tensor& leaf) override;
   void not_replayable(const std::string& what, std::source_location where) override;
   void scope_begin(const void* owner, const char* name, std::initializer_list<const Tensor*> args) override;
   void scope_end(std::initializer_list<const Tensor*> results) override;

@@ -49,6 +49,9 @@ class Observer {
   virtual void scope_end([[maybe_unused]] std::initializer_list<const Tensor*> results) {}
   /// Autograd made `grad` the .grad of `leaf` (AccumulateGrad's first gradient).
   virtual void grad_bound(const Tensor& leaf, const Tensor& grad) = 0;
+  /// The step set `leaf`'s .grad to none (zero_grad): what the .grad holds later in the step
+  /// depends on the step, not on the call (Note [A gradient bound or added to]).
+  virtual void grad_unbound([[maybe_unused]] const Tensor& leaf) {}
   /// Something happened that a replay cannot redo (`what`, at `where`): the step stays eager.
   virtual void not_replayable(const std::string& what, std::source_location where) = 0;
   /// Host state that decides what the step records was read (a module's training mode, that it
@@ -92,6 +95,11 @@ std::uint64_t held_state_changes();
 /// AccumulateGrad calls this after binding a leaf's first gradient.
 inline void grad_bound(const Tensor& leaf, const Tensor& grad) {
   if (Observer* o = observer()) o->grad_bound(leaf, grad);
+}
+
+/// zero_grad calls this for each leaf whose .grad it sets to none.
+inline void grad_unbound(const Tensor& leaf) {
+  if (Observer* o = observer()) o->grad_unbound(leaf);
 }
 
 /// Says that what happens here (a collective, say) cannot be replayed, when a capture runs.

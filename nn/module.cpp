@@ -157,6 +157,7 @@ void Module::note_mode_read() const {
 void Module::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   for (Tensor& p : parameters()) {
+    if (set_to_none) capture::grad_unbound(p);
     Tensor& g = p.mutable_grad();
     if (!g.defined()) continue;
     if (set_to_none) g = Tensor();

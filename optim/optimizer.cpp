@@ -78,6 +78,7 @@ void Optimizer::zero_grad(bool set_to_none) {
   follow_moved_parameters();
   for (auto& group : groups_) {
     for (Tensor& p : group.params) {
+      if (set_to_none) capture::grad_unbound(p);
       Tensor& g = p.mutable_grad();
       if (!g.defined()) continue;
       if (set_to_none) g = Tensor();

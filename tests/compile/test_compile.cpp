@@ -502,6 +502,37 @@ TEST_F(CompileTest, ATensorReadFromOutsideThatIsReplacedCapturesAgain) {
   EXPECT_NE(warnings[0].find("a tensor it reads from outside (float32[3])"), std::string::npos) << warnings[0];
 }
 
+TEST_F(CompileTest, GradientsAccumulatedOverCallsAddUpAsEagerly) {
+  // Gradient accumulation: a compiled forward and backward called three times, then the
+  // optimizer's step and zero_grad outside it (Note [A gradient bound or added to]).
+  testing::Trainer<SmallMlp> eager(5, kFloat64, false), compiled(5, kFloat64, false);
+  auto forward_backward = [](testing::Trainer<SmallMlp>& t, const Tensor& x, const Tensor& y) {
+    Tensor loss = cross_entropy(t.model->forward(x), y) / 3.0;
+    loss.backward();
+    return loss;
+  };
+  auto micro_step = compile([&](const Tensor& x, const Tensor& y) { return forward_backward(compiled, x, y); });
+  manual_seed(9);
+  for (int step = 0; step < 3; ++step) {
+    for (int micro = 0; micro < 3; ++micro) {
+      const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+      EXPECT_EQ(micro_step(x, y).item<double>(), forward_backward(eager, x, y).item<double>());
+    }
+    const TensorList ge = eager.model->parameters(), gc = compiled.model->parameters();
+    for (std::size_t i = 0; i < ge.size(); ++i) EXPECT_TRUE(equal(gc[i].grad(), ge[i].grad())) << "step " << step;
+    for (testing::Trainer<SmallMlp>* t : {&eager, &compiled}) {
+      t->opt->step();
+      t->opt->zero_grad();
+    }
+  }
+  EXPECT_EQ(parameter_gap(*eager.model, *compiled.model), 0.0);
+  EXPECT_EQ(micro_step.stats().captures, 2);  // one graph binds the first gradient, one adds
+  // A step with zero_grad inside holds whatever the gradients held when called: one graph.
+  auto whole_step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
+  for (int i = 0; i < 3; ++i) whole_step(randn({6, 12}, TensorOptions().dtype(kFloat64)), randint(0, 3, {6}));
+  EXPECT_EQ(whole_step.stats().captures, 1);
+}
+
 TEST_F(CompileTest, TheDefaultDtypeIsGuarded) {
   auto step = compile([](const Tensor& x) { return x * 0.5; });
   const Tensor x = arange(4);
