@@ -34,15 +34,17 @@ namespace kiln::compiler {
 //    optimizer's step count and scheduled learning rate, a GradScaler's inverse scale) or that
 //    decides on the host (GradScaler skipping a step on inf, a check that an index is in
 //    range) runs as it is at each replay: optimizer.step, zero_grad, GradScaler's scale,
-//    unscale_, step and update, and the index checks, each record one Region node and none of
-//    their kernels.
+//    unscale_, step and update, the index checks and manual_seed, each record one Region
+//    node and none of their kernels.
 //  - Gradients. AccumulateGrad binds a leaf's first gradient to its .grad; zero_grad (a
-//    region) unbinds it; a BindGrad node binds it again at each replay.
+//    region) unbinds it; a BindGrad node binds it again at each replay. What the .grad held
+//    is a condition (Note [A gradient bound or added to] in autograd/accumulate_grad.cpp).
 //  - Everything else is refused. Host code that reads a tensor a kernel of this step wrote
 //    (Tensor::item, data_ptr outside a kernel: a loss printed inside the step, a value that
 //    decides a shape), or writes one that a kernel later reads, would be computed once and
-//    frozen; so would ops on CUDA tensors, which this capture does not record. The capture
-//    then fails with the reason and its source line, and the step stays eager.
+//    frozen; so would ops on CUDA tensors, which this capture does not record, and
+//    get_rng_state and set_rng_state. The capture then fails with the reason and its source
+//    line, and the step stays eager.
 //  - Modules. A module's training mode and its hooks decide which kernels its call makes, so
 //    reading them makes the graph conditional on them (Note [What a graph assumed of its
 //    modules]). State a graph holds that changes outside the step (Module::to() replacing a

@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "core/capture_hooks.h"
 #include "core/creation.h"
 #include "core/cuda/cuda.h"
 #include "core/ops/copy.h"
@@ -71,6 +72,7 @@ void CpuGenerator::set_state(std::span<const std::uint8_t> bytes) {
 }
 
 Tensor get_rng_state() {
+  capture::not_replayable("get_rng_state (a replay would return the state read once)");
   CpuGenerator& g = default_cpu_generator();
   std::lock_guard<std::mutex> lock(g.mutex());
   const std::vector<std::uint8_t> state = g.get_state();
@@ -78,6 +80,7 @@ Tensor get_rng_state() {
 }
 
 void set_rng_state(const Tensor& state) {
+  capture::not_replayable("set_rng_state (a replay would not set it)");
   const std::string bytes = tensor_to_bytes(state, "set_rng_state");
   CpuGenerator& g = default_cpu_generator();
   std::lock_guard<std::mutex> lock(g.mutex());

@@ -2,7 +2,9 @@
 // See Note [Random streams] in core/random.h for the exact streams.
 #include <cmath>
 #include <numbers>
+#include <optional>
 
+#include "core/capture_hooks.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cuda/cuda.h"
 #include "core/dispatch.h"
@@ -30,6 +32,10 @@ CpuGenerator& default_cpu_generator() {
 }
 
 void manual_seed(std::uint64_t seed) {
+  // Inside a captured step, a replay seeds again at the same point: the random kernels after it
+  // draw what they drew eagerly. Only then: a profile shows no span for it.
+  std::optional<capture::Region> region;
+  if (capture::observer() != nullptr) region.emplace("manual_seed", [seed] { manual_seed(seed); });
   {
     CpuGenerator& g = default_cpu_generator();
     std::lock_guard<std::mutex> lock(g.mutex());

@@ -533,6 +533,33 @@ TEST_F(CompileTest, GradientsAccumulatedOverCallsAddUpAsEagerly) {
   EXPECT_EQ(whole_step.stats().captures, 1);
 }
 
+TEST_F(CompileTest, ASeedSetInsideTheStepIsSetAgainByEachReplay) {
+  auto step = compile([](const Tensor& x) {
+    manual_seed(7);
+    return dropout(x, 0.5, true);
+  });
+  const Tensor x = ones({64});
+  manual_seed(7);
+  const Tensor expected = dropout(x, 0.5, true);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(equal(step(x), expected)) << "call " << i;
+  EXPECT_EQ(step.stats().replays, 2);
+  // Reading or restoring the generator's state inside a step keeps it eager.
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  auto restoring = compile([](const Tensor& input) {
+    const Tensor state = get_rng_state();
+    Tensor y = dropout(input, 0.5, true);
+    set_rng_state(state);
+    return y;
+  });
+  const Tensor first = restoring(x);
+  EXPECT_TRUE(equal(restoring(x), first));
+  set_warning_handler(previous);
+  EXPECT_EQ(restoring.stats().replays, 0);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("get_rng_state"), std::string::npos) << warnings[0];
+}
+
 TEST_F(CompileTest, TheDefaultDtypeIsGuarded) {
   auto step = compile([](const Tensor& x) { return x * 0.5; });
   const Tensor x = arange(4);
