@@ -21,7 +21,7 @@ void Node::run() const {
   }
 }
 
-const LentOutputs& Graph::lent() const {
+LentOutputs& Graph::lent() const {
   if (!lent_) lent_ = std::make_unique<LentOutputs>(*this);
   return *lent_;
 }
@@ -38,8 +38,7 @@ std::vector<Tensor> Graph::capture_results(const std::vector<Tensor>& results) c
 std::vector<Tensor> Graph::run(const std::vector<Tensor>& values) const {
   KILN_CHECK(values.size() == inputs.size(), "compiled step: expected ", inputs.size(), " inputs, got ",
              values.size());
-  lent();
-  lent_->settle();  // before anything overwrites the buffers
+  lent().settle();  // before anything overwrites the buffers
   {
     NoGradGuard no_grad;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -81,7 +80,7 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& values) const {
       if (!values[i].is_same(inputs[i])) ops::copy_(values[i], inputs[i]);
     }
   }
-  return lent_->lend(outputs);
+  return lent().lend(outputs);
 }
 
 std::size_t Graph::scratch_bytes() const { return scratch_ ? scratch_->capacity() : 0; }

@@ -96,7 +96,8 @@ class Graph {
   std::string to_dot() const;
 
  private:
-  const LentOutputs& lent() const;
+  /// Made at the first use, once the passes have shaped the graph.
+  LentOutputs& lent() const;
 
   mutable std::unique_ptr<Scratch> scratch_;
   mutable std::unique_ptr<LentOutputs> lent_;

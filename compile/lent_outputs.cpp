@@ -9,7 +9,6 @@
 #include "compile/graph.h"
 #include "compile/storage_uses.h"
 #include "core/allocator.h"
-#include "core/tensor_impl.h"
 
 namespace kiln::compiler {
 
@@ -62,11 +61,7 @@ std::vector<Tensor> LentOutputs::lend(const std::vector<Tensor>& outputs) {
     loan.lent = std::make_shared<Storage>(std::move(borrowed), loan.buffer->nbytes(), false,
                                           MemoryProvenance{MemoryOrigin::ZeroCopy, "a compiled step's result", {}});
     for (std::size_t i : loan.outputs) {
-      const TensorImpl& out = *outputs[i].impl();
-      returned_[i] = Tensor(std::make_shared<TensorImpl>(
-          loan.lent, Shape(out.sizes().begin(), out.sizes().end()), Shape(out.strides().begin(), out.strides().end()),
-          out.storage_offset(), out.dtype(), AutogradTerms{},
-          Provenance{TensorOrigin::OpOutput, "a compiled step's result", {}}));
+      returned_[i] = with_geometry(loan.lent, outputs[i], {TensorOrigin::OpOutput, "a compiled step's result", {}});
     }
   }
   for (std::size_t i = 0; i < outputs.size(); ++i) {

@@ -7,10 +7,10 @@
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "compile/graph.h"
+#include "compile/storage_uses.h"
 
 namespace kiln::compiler {
 
@@ -45,13 +45,7 @@ class OutsideReads {
   std::size_t size() const { return held_.size(); }
 
  private:
-  // Weak, so that noting them changes no count.
-  struct Held {
-    std::weak_ptr<Storage> storage;
-    /// The graph's own tensors over it, with how many of the graph's handles share each.
-    std::vector<std::pair<std::weak_ptr<TensorImpl>, long>> impls;
-  };
-  std::vector<Held> held_;
+  std::vector<GraphHolds> held_;
 };
 
 }  // namespace kiln::compiler

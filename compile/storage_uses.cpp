@@ -66,21 +66,34 @@ std::map<const Storage*, StorageUses> storage_uses(const Graph& g) {
   return uses;
 }
 
-std::set<const Storage*> held_outside(const Graph& g) {
-  std::map<const Storage*, std::map<const TensorImpl*, long>> held;
-  for_each_handle(g, [&](const Tensor& t) {
-    if (t.defined()) ++held[t.impl()->storage().get()][t.impl()];
-  });
-  std::set<const Storage*> outside;
+bool GraphHolds::held_outside() const {
+  if (storage.use_count() != static_cast<long>(impls.size())) return true;
+  for (const auto& [impl, handles] : impls) {
+    if (impl.use_count() != handles) return true;
+  }
+  return false;
+}
+
+std::map<const Storage*, GraphHolds> graph_holds(const Graph& g) {
+  std::map<const Storage*, GraphHolds> holds;
+  std::map<const TensorImpl*, long> handles;
   for_each_handle(g, [&](const Tensor& t) {
     if (!t.defined()) return;
-    const Storage* s = t.impl()->storage().get();
-    const auto& impls = held[s];
-    if (t.impl()->storage().use_count() != static_cast<long>(impls.size()) ||
-        t.impl_ptr().use_count() != impls.at(t.impl())) {
-      outside.insert(s);
-    }
+    GraphHolds& h = holds[storage_of(t)];
+    if (h.storage.expired()) h.storage = t.impl()->storage();
+    if (++handles[t.impl()] == 1) h.impls.emplace_back(t.impl_ptr(), 0);
   });
+  for (auto& [s, h] : holds) {
+    for (auto& [impl, count] : h.impls) count = handles.at(impl.lock().get());
+  }
+  return holds;
+}
+
+std::set<const Storage*> held_outside(const Graph& g) {
+  std::set<const Storage*> outside;
+  for (const auto& [s, h] : graph_holds(g)) {
+    if (h.held_outside()) outside.insert(s);
+  }
   return outside;
 }
 
@@ -115,11 +128,14 @@ void apply_swaps(Graph& g, const std::vector<StorageSwap>& swaps) {
 }
 
 Tensor with_geometry(const Tensor& over, const Tensor& like) {
+  return with_geometry(over.impl()->storage(), like, Provenance{TensorOrigin::View, "compile", {}});
+}
+
+Tensor with_geometry(std::shared_ptr<Storage> storage, const Tensor& like, Provenance provenance) {
   const TensorImpl& l = *like.impl();
-  return Tensor(std::make_shared<TensorImpl>(over.impl()->storage(), Shape(l.sizes().begin(), l.sizes().end()),
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), Shape(l.sizes().begin(), l.sizes().end()),
                                              Shape(l.strides().begin(), l.strides().end()), l.storage_offset(),
-                                             l.dtype(), AutogradTerms{},
-                                             Provenance{TensorOrigin::View, "compile", {}}));
+                                             l.dtype(), AutogradTerms{}, provenance));
 }
 
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last) {

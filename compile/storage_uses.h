@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <set>
 #include <type_traits>
 #include <utility>
@@ -53,9 +54,21 @@ void for_each_handle(G& g, F&& f) {
   for (auto& t : g.constants) f(t);
 }
 
+/// The graph's own tensors over one storage, held weakly (so that noting them changes no
+/// count), with how many of the graph's handles share each.
+struct GraphHolds {
+  std::weak_ptr<Storage> storage;
+  std::vector<std::pair<std::weak_ptr<TensorImpl>, long>> impls;
+  /// Whether something outside the graph holds the storage: more references to it, or to one
+  /// of the graph's tensors over it, than the graph's own handles account for.
+  bool held_outside() const;
+};
+
+/// What the graph's handles hold, storage by storage.
+std::map<const Storage*, GraphHolds> graph_holds(const Graph& g);
+
 /// The storages something outside the graph still holds once the capture ended (a parameter,
-/// optimizer state, a tensor the caller kept): more references to them exist than the graph's
-/// own handles account for.
+/// optimizer state, a tensor the caller kept).
 std::set<const Storage*> held_outside(const Graph& g);
 
 /// The storage under `t`.
@@ -84,6 +97,8 @@ void apply_swaps(Graph& g, const std::vector<StorageSwap>& swaps);
 
 /// A tensor over `over`'s storage with `like`'s sizes, strides, offset and dtype.
 Tensor with_geometry(const Tensor& over, const Tensor& like);
+/// The same over `storage`, its origin `provenance`.
+Tensor with_geometry(std::shared_ptr<Storage> storage, const Tensor& like, Provenance provenance);
 
 /// Whether any node strictly between `first` and `last` reads or writes storage `s`.
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last);

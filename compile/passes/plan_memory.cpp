@@ -177,13 +177,7 @@ void plan_memory(Graph& g) {
     const auto it = uses.find(t.impl()->storage().get());
     if (it == uses.end() || !it->second.replacement) return;
     auto [r, fresh] = rebound.emplace(t.impl(), Tensor());
-    if (fresh) {
-      const TensorImpl& old = *t.impl();
-      r->second = Tensor(std::make_shared<TensorImpl>(
-          it->second.replacement, Shape(old.sizes().begin(), old.sizes().end()),
-          Shape(old.strides().begin(), old.strides().end()), old.storage_offset(), old.dtype(), AutogradTerms{},
-          Provenance{TensorOrigin::OpOutput, "compile arena", {}}));
-    }
+    if (fresh) r->second = with_geometry(it->second.replacement, t, {TensorOrigin::OpOutput, "compile arena", {}});
     t = r->second;
   });
 }
