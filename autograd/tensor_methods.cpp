@@ -111,7 +111,9 @@ const Tensor& Tensor::requires_grad_(bool requires_grad) const {
   KILN_CHECK(is_leaf() || requires_grad,
              "you can only change requires_grad flags of leaf variables. If you want to use a computed variable "
              "in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
-  if (is_leaf()) impl_->set_leaf_requires_grad(requires_grad);
+  if (is_leaf()) {
+    impl_->set_leaf_requires_grad(requires_grad, impl_.use_count() > 1 || impl_->storage().use_count() > 1);
+  }
   return *this;
 }
 

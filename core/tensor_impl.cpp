@@ -33,10 +33,12 @@ namespace {
 std::atomic<std::uint64_t> leaf_requires_grad_changes{0};
 }  // namespace
 
-void TensorImpl::set_leaf_requires_grad(bool requires_grad) {
+void TensorImpl::set_leaf_requires_grad(bool requires_grad, bool held_elsewhere) {
   KILN_CHECK(is_leaf(), "set_leaf_requires_grad on a tensor with a grad_fn");
   KILN_CHECK_TYPE(!requires_grad || is_floating_point(dtype_), msg::requires_grad_dtype(dtype_));
-  if (requires_grad_ != requires_grad) leaf_requires_grad_changes.fetch_add(1, std::memory_order_relaxed);
+  if (requires_grad_ != requires_grad && held_elsewhere) {
+    leaf_requires_grad_changes.fetch_add(1, std::memory_order_relaxed);
+  }
   requires_grad_ = requires_grad;
 }
 

@@ -88,11 +88,13 @@ class TensorImpl {
   std::uint32_t output_nr() const { return output_nr_; }
   bool is_leaf() const { return grad_fn_ == nullptr; }
   /// A leaf's requires_grad, changed in place (Tensor::requires_grad_ checks that this is a
-  /// leaf). See Note [The creation contract].
-  void set_leaf_requires_grad(bool requires_grad);
-  /// How many times any leaf's requires_grad has been changed in place, process-wide: a
-  /// compiled step captured before a change recaptures (a frozen or unfrozen parameter changes
-  /// which gradients the step computes).
+  /// leaf). See Note [The creation contract]. `held_elsewhere`: something besides the caller's
+  /// handle holds this tensor or its memory (a module, an optimizer, a captured graph).
+  void set_leaf_requires_grad(bool requires_grad, bool held_elsewhere);
+  /// How many times the requires_grad of a leaf held elsewhere has been changed in place,
+  /// process-wide: a compiled step captured before a change recaptures (a frozen or unfrozen
+  /// parameter changes which gradients the step computes). A tensor only its maker holds (a
+  /// batch made to require grad for an adversarial example) is in no graph, and not counted.
   static std::uint64_t requires_grad_changes();
 
   const Provenance& provenance() const { return provenance_; }
