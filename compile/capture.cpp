@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "compile/input_buffers.h"
 #include "core/grad_mode.h"
 #include "core/ops/copy.h"
 
@@ -38,17 +39,23 @@ Capture::~Capture() {
 std::vector<Tensor> Capture::run(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
                                  const std::vector<Tensor>& inputs) {
   KILN_CHECK(!installed_ && t_current == nullptr, "compile: a step is already being captured on this thread");
-  std::vector<Tensor> buffers;
-  {
-    NoGradGuard no_grad;
-    for (const Tensor& x : inputs) {
-      Tensor b = ops::clone(x);
-      if (x.requires_grad()) b = b.as_leaf(true);
-      written_.insert(b.impl()->storage().get());  // refilled at each replay: their values vary
-      buffers.push_back(std::move(b));
+  // What no buffer can stand in for runs as it is, on the caller's tensors.
+  if (std::string why = inputs_not_replayable(inputs); !why.empty()) {
+    fail(why);
+    return fn(inputs);
+  }
+  const std::vector<Tensor> buffers = make_input_buffers(inputs);
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    written_.insert(buffers[i].impl()->storage().get());  // refilled at each replay: their values vary
+    // One tensor passed twice has one buffer, and one gradient.
+    if (buffers[i].requires_grad() && input_buffer_impls_.insert(buffers[i].impl()).second) {
+      const Tensor& grad = inputs[i].grad();
+      NoGradGuard no_grad;
+      graph_.grad_inputs.push_back({i, grad.defined() ? ops::clone(grad) : Tensor()});
     }
   }
   graph_.inputs = buffers;
+  hold_callers_grads(graph_, inputs);
   std::vector<std::uint32_t> versions;
   for (const Tensor& b : buffers) versions.push_back(b.impl()->storage()->version());
   previous_ = capture::set_observer(this);
@@ -74,6 +81,13 @@ std::vector<Tensor> Capture::run(const std::function<std::vector<Tensor>(const s
     graph_.written_inputs.push_back(i);
     ops::copy_(inputs[i], buffers[i]);
   }
+  // A gradient the step bound is the graph's from now on: the caller gets a copy of it.
+  std::vector<Tensor> bound;
+  for (const Graph::GradInput& in : graph_.grad_inputs) {
+    const Tensor& grad = buffers[in.input].grad();
+    bound.push_back(grad.defined() && !grad.is_same(in.held) ? ops::clone(grad) : Tensor());
+  }
+  hand_grads_to_callers(graph_, inputs, bound);
   return outputs;
 }
 
@@ -158,7 +172,9 @@ void Capture::not_replayable(const std::string& what, std::source_location where
 }
 
 void Capture::depends_on(const void* key, std::function<bool()> holds) {
-  if (region_depth_ > 0 || !condition_keys_.insert(key).second) return;
+  // What an input buffer's .grad holds, each replay sets itself, after the guard asked whether
+  // the caller's is empty (Note [A step's inputs]).
+  if (region_depth_ > 0 || input_buffer_impls_.contains(key) || !condition_keys_.insert(key).second) return;
   conditions_.push_back(std::move(holds));
 }
 

@@ -152,6 +152,7 @@ class Capture final : public capture::Observer {
   std::vector<Scope> scopes_;
   std::vector<Condition> conditions_;
   std::set<const void*> condition_keys_;
+  std::set<const void*> input_buffer_impls_;  // the buffers of inputs that require grad
   std::vector<std::size_t> open_scopes_;  // indices into scopes_ (SIZE_MAX: one not noted)
   capture::Observer* previous_ = nullptr;
   bool installed_ = false;

@@ -25,8 +25,12 @@ Guard Guard::of(const std::vector<Tensor>& inputs) {
     KILN_CHECK_VALUE(t.defined(), "compiled step: an input tensor is undefined");
     g.inputs.push_back({std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()),
                         std::vector<std::int64_t>(t.strides().begin(), t.strides().end()), t.dtype(), t.device(),
-                        t.requires_grad()});
+                        t.requires_grad(), !t.requires_grad() || t.is_leaf(),
+                        t.requires_grad() && t.is_leaf() && has_grad_hooks(t),
+                        t.requires_grad() && t.is_leaf() && t.grad().defined()});
   }
+  const std::vector<SharedMemory> shared = shared_memory(inputs);
+  for (std::size_t i = 0; i < inputs.size(); ++i) g.inputs[i].shared = shared[i];
   g.grad_enabled = is_grad_enabled();
   g.autocast_cpu = amp::is_autocast_enabled(DeviceType::CPU);
   g.autocast_cuda = amp::is_autocast_enabled(DeviceType::CUDA);
@@ -53,6 +57,9 @@ std::string Guard::describe() const {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     os << (i ? ", " : "") << dtype_name(inputs[i].dtype) << IntArrayRef(inputs[i].sizes);
     if (!inputs[i].device.is_cpu()) os << " on " << inputs[i].device.str();
+    if (const SharedMemory& m = inputs[i].shared; m.with >= 0) {
+      os << (m.same_tensor ? " (input " : " (over input ") << m.with << (m.same_tensor ? " again)" : "'s memory)");
+    }
   }
   os << "; grad " << (grad_enabled ? "on" : "off") << "; autocast ";
   if (autocast_cpu) os << "cpu " << autocast_cpu_dtype << " ";

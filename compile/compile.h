@@ -19,7 +19,8 @@
 // A compiled step returns values without autograd history. A replay lends the graph's own
 // output buffers, and the next replay first copies out any that the caller still holds, so a
 // kept loss keeps its value (Note [What a replay returns]); inputs the step writes in place
-// are written back into the caller's tensors, as the eager step writes them.
+// are written back into the caller's tensors, as the eager step writes them, and an input that
+// requires grad gets its .grad as eagerly (Note [A step's inputs]).
 // Read next: compile/capture.h, compile/graph.h, compile/passes.h.
 #pragma once
 
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "compile/graph.h"
+#include "compile/input_buffers.h"
 
 namespace kiln {
 
@@ -51,6 +53,10 @@ struct Guard {
     DType dtype = kFloat32;
     Device device = kCPU;
     bool requires_grad = false;
+    bool leaf = true;           // where it requires grad: a non-leaf runs eagerly
+    bool grad_hooks = false;    // a leaf's hooks on its gradient (they run eagerly)
+    bool grad_defined = false;  // a leaf's .grad is there to add to (Note [A step's inputs])
+    SharedMemory shared{};      // the earlier input whose memory it shares (Note [A step's inputs])
     bool operator==(const Input&) const = default;
   };
   std::vector<Input> inputs;

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "compile/input_buffers.h"
 #include "core/autograd_meta.h"
 #include "core/grad_mode.h"
 #include "core/ops/copy.h"
@@ -22,8 +23,22 @@ void Node::run() const {
 }
 
 LentOutputs& Graph::lent() const {
-  if (!lent_) lent_ = std::make_unique<LentOutputs>(*this);
+  if (!lent_) lent_ = std::make_unique<LentOutputs>(*this, handed());
   return *lent_;
+}
+
+const std::vector<Tensor>& Graph::handed() const {
+  if (handed_.empty()) {
+    handed_ = outputs;
+    for (const GradInput& in : grad_inputs) {
+      Tensor bound;  // the last binding wins, as it does eagerly
+      for (const Node& node : nodes) {
+        if (node.kind == Node::Kind::BindGrad && node.leaf.is_same(inputs[in.input])) bound = node.grad;
+      }
+      handed_.push_back(bound);
+    }
+  }
+  return handed_;
 }
 
 std::vector<Tensor> Graph::capture_results(const std::vector<Tensor>& results) const {
@@ -39,6 +54,7 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& values) const {
   KILN_CHECK(values.size() == inputs.size(), "compiled step: expected ", inputs.size(), " inputs, got ",
              values.size());
   lent().settle();  // before anything overwrites the buffers
+  hold_callers_grads(*this, values);
   {
     NoGradGuard no_grad;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -80,7 +96,15 @@ std::vector<Tensor> Graph::run(const std::vector<Tensor>& values) const {
       if (!values[i].is_same(inputs[i])) ops::copy_(values[i], inputs[i]);
     }
   }
-  return lent().lend(outputs);
+  std::vector<Tensor> results = lent().lend(handed());
+  std::vector<Tensor> bound(results.begin() + static_cast<std::ptrdiff_t>(outputs.size()), results.end());
+  results.resize(outputs.size());
+  for (std::size_t k = 0; k < bound.size(); ++k) {
+    // A gradient the step did not make anew (it is state of the graph's) is the caller's copy.
+    if (bound[k].defined() && !lent().lends(outputs.size() + k)) bound[k] = ops::clone(bound[k]);
+  }
+  hand_grads_to_callers(*this, values, bound);
+  return results;
 }
 
 std::size_t Graph::scratch_bytes() const { return scratch_ ? scratch_->capacity() : 0; }

@@ -69,6 +69,15 @@ class Graph {
   /// The inputs (by index) the step writes in place: copied back into the caller's tensors
   /// after each replay, since the eager step writes the caller's.
   std::vector<std::size_t> written_inputs;
+  /// An input that requires grad: while the step runs its buffer's .grad is `held`, the
+  /// graph's copy of the caller's .grad (undefined when the caller's was empty at the capture,
+  /// so that the step binds one); after it, the caller's .grad takes what the step left there
+  /// (Note [A step's inputs]).
+  struct GradInput {
+    std::size_t input = 0;
+    Tensor held;
+  };
+  std::vector<GradInput> grad_inputs;
   /// What the step returned; a replay writes into them and lends them (Note [What a replay
   /// returns]).
   std::vector<Tensor> outputs;
@@ -98,6 +107,11 @@ class Graph {
  private:
   /// Made at the first use, once the passes have shaped the graph.
   LentOutputs& lent() const;
+  /// What a replay hands out: the outputs, then the gradient each of grad_inputs is bound to
+  /// (undefined where the step binds none and adds to the caller's).
+  const std::vector<Tensor>& handed() const;
+
+  mutable std::vector<Tensor> handed_;
 
   mutable std::unique_ptr<Scratch> scratch_;
   mutable std::unique_ptr<LentOutputs> lent_;

@@ -12,18 +12,20 @@
 
 namespace kiln::compiler {
 
-LentOutputs::LentOutputs(const Graph& g) : loan_of_(g.outputs.size(), -1), returned_(g.outputs) {
+LentOutputs::LentOutputs(const Graph& g, const std::vector<Tensor>& handed)
+    : loan_of_(handed.size(), -1), returned_(handed) {
   const std::map<const Storage*, StorageUses> uses = storage_uses(g);
   std::set<const Storage*> input_buffers;  // refilled by every replay
   for (const Tensor& in : g.inputs) input_buffers.insert(storage_of(in));
+  for (const Graph::GradInput& in : g.grad_inputs) input_buffers.insert(storage_of(in.held));
   const auto made_anew = [&](const Storage* s) {
     const auto use = uses.find(s);
     return input_buffers.contains(s) ||
            (use != uses.end() && !use->second.writes.empty() && use->second.first_use_writes_whole);
   };
   std::map<const Storage*, int> loan_of_buffer;
-  for (std::size_t i = 0; i < g.outputs.size(); ++i) {
-    const Tensor& out = g.outputs[i];
+  for (std::size_t i = 0; i < handed.size(); ++i) {
+    const Tensor& out = handed[i];
     if (!out.defined() || !out.device().is_cpu() || !made_anew(storage_of(out))) continue;
     auto [it, fresh] = loan_of_buffer.emplace(storage_of(out), static_cast<int>(loans_.size()));
     if (fresh) loans_.push_back({out.impl()->storage(), nullptr, {}});
@@ -49,7 +51,7 @@ void LentOutputs::settle() {
   }
 }
 
-std::vector<Tensor> LentOutputs::lend(const std::vector<Tensor>& outputs) {
+std::vector<Tensor> LentOutputs::lend(const std::vector<Tensor>& handed) {
   for (Loan& loan : loans_) {
     if (loan.lent) continue;
     // The borrowed bytes' deleter drops the reference to the buffer that keeps them alive.
@@ -61,11 +63,11 @@ std::vector<Tensor> LentOutputs::lend(const std::vector<Tensor>& outputs) {
     loan.lent = std::make_shared<Storage>(std::move(borrowed), loan.buffer->nbytes(), false,
                                           MemoryProvenance{MemoryOrigin::ZeroCopy, "a compiled step's result", {}});
     for (std::size_t i : loan.outputs) {
-      returned_[i] = with_geometry(loan.lent, outputs[i], {TensorOrigin::OpOutput, "a compiled step's result", {}});
+      returned_[i] = with_geometry(loan.lent, handed[i], {TensorOrigin::OpOutput, "a compiled step's result", {}});
     }
   }
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    if (loan_of_[i] < 0) returned_[i] = outputs[i];
+  for (std::size_t i = 0; i < handed.size(); ++i) {
+    if (loan_of_[i] < 0) returned_[i] = handed[i];
   }
   return returned_;
 }

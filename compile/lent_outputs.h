@@ -30,21 +30,23 @@ class Graph;
 // overwrites the buffer. A kept result keeps the value it was returned with, as it does
 // eagerly, and a loop that lets its loss go allocates nothing. A result that is state living
 // on between steps (a parameter, a running statistic the step updates in place) is returned
-// as it is, the live state, as the eager step returns it.
+// as it is, the live state, as the eager step returns it. The gradient a step binds to an
+// input that requires grad reaches the caller's tensor as a loan too (Note [A step's inputs]).
 // The capturing call returns the eager results over the same buffers, so it hands over copies
 // of those a replay lends (Graph::capture_results).
 
 class LentOutputs {
  public:
-  /// Decides which of `g`'s outputs are lent: those over a buffer the step makes anew.
-  explicit LentOutputs(const Graph& g);
+  /// Decides which of `handed`, tensors of `g` a replay hands its caller (its outputs, an
+  /// input's gradient), are lent: those over a buffer the step makes anew.
+  LentOutputs(const Graph& g, const std::vector<Tensor>& handed);
 
   /// Before a replay overwrites the buffers: every loan the caller still holds gets a copy of
   /// its bytes and leaves the graph.
   void settle();
-  /// `outputs` (the graph's) as the caller receives them.
-  std::vector<Tensor> lend(const std::vector<Tensor>& outputs);
-  /// Whether output `i` is lent (and so copied when the capturing call returns it).
+  /// `handed` (the graph's, as given to the constructor) as the caller receives them.
+  std::vector<Tensor> lend(const std::vector<Tensor>& handed);
+  /// Whether handed tensor `i` is lent (and so copied when the capturing call returns it).
   bool lends(std::size_t i) const { return loan_of_[i] >= 0; }
 
  private:

@@ -10,6 +10,7 @@ namespace kiln::compiler {
 OutsideReads::OutsideReads(const Graph& g) {
   std::set<const Storage*> own;  // refilled or rebound by the replay itself
   for (const Tensor& t : g.inputs) own.insert(storage_of(t));
+  for (const Graph::GradInput& in : g.grad_inputs) own.insert(storage_of(in.held));
   for (const Node& node : g.nodes) {
     if (node.kind == Node::Kind::BindGrad) own.insert(storage_of(node.grad));
   }

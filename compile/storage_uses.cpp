@@ -58,6 +58,9 @@ std::map<const Storage*, StorageUses> storage_uses(const Graph& g) {
     u.first_use_writes_whole = written_first && writes_covering(g.nodes[u.writes.front()], s);
   }
   for (const Tensor& t : g.inputs) uses[storage_of(t)].pinned = true;
+  for (const Graph::GradInput& in : g.grad_inputs) {
+    if (in.held.defined()) uses[storage_of(in.held)].pinned = true;
+  }
   for (const std::vector<Tensor>* list : {&g.outputs, &g.constants}) {
     for (const Tensor& t : *list) {
       if (const Storage* s = storage_of(t)) uses[s].pinned = true;

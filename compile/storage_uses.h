@@ -50,6 +50,9 @@ void for_each_handle(G& g, F&& f) {
     }
   }
   for (auto& t : g.inputs) f(t);
+  for (auto& in : g.grad_inputs) {
+    if (in.held.defined()) f(in.held);
+  }
   for (auto& t : g.outputs) f(t);
   for (auto& t : g.constants) f(t);
 }

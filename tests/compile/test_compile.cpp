@@ -572,6 +572,124 @@ TEST_F(CompileTest, TheDefaultDtypeIsGuarded) {
   EXPECT_EQ(step.stats().captures, 2);
 }
 
+TEST_F(CompileTest, InputsOverTheSameMemoryShareItInTheGraph) {
+  // One tensor passed as two arguments, and two overlapping views of one tensor: a write
+  // through one argument is seen through the other, as eagerly, on every call.
+  const auto step_fn = [](const Tensor& a, const Tensor& b) {
+    NoGradGuard no_grad;
+    a.mul_(3.0);
+    return b * 2.0;
+  };
+  auto step = compile(step_fn);
+  const TensorOptions f64 = TensorOptions().dtype(kFloat64);
+  const Tensor xe = arange(4, f64), xc = arange(4, f64);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(equal(step(xc, xc), step_fn(xe, xe))) << "call " << i;
+    EXPECT_TRUE(equal(xc, xe)) << "call " << i;
+  }
+  EXPECT_EQ(step.stats().captures, 1);
+  const Tensor se = arange(6, f64), sc = arange(6, f64);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(equal(step(sc.narrow(0, 0, 4), sc.narrow(0, 2, 4)), step_fn(se.narrow(0, 0, 4), se.narrow(0, 2, 4))))
+        << "call " << i;
+    EXPECT_TRUE(equal(sc, se)) << "call " << i;
+  }
+  EXPECT_EQ(step.stats().captures, 2);
+  // Which arguments share memory is guarded: two separate tensors are a kind of call of their own.
+  const Tensor ye = arange(4, f64), yc = arange(4, f64);
+  EXPECT_TRUE(equal(step(xc, yc), step_fn(xe, ye)));
+  EXPECT_TRUE(equal(step(xc, xc), step_fn(xe, xe)));
+  EXPECT_TRUE(equal(xc, xe));
+  EXPECT_EQ(step.stats().captures, 3);
+  EXPECT_EQ(step.stats().replays, 5);
+}
+
+TEST_F(CompileTest, AnInputsGradientReachesTheCallersTensor) {
+  // The FGSM pattern: the gradient of the loss with respect to the input, read after the
+  // step and inside it.
+  testing::Trainer<SmallMlp> eager(6, kFloat64, false), compiled(6, kFloat64, false);
+  const auto attack = [](testing::Trainer<SmallMlp>& t, const Tensor& x, const Tensor& y) {
+    t.model->zero_grad();
+    cross_entropy(t.model->forward(x), y).backward();
+    return x.detach() + 0.1 * x.grad().sign();
+  };
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return attack(compiled, x, y); });
+  manual_seed(10);
+  std::vector<Tensor> eager_grads, compiled_grads;
+  for (int i = 0; i < 3; ++i) {
+    const Tensor data = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+    const Tensor xe = data.clone().requires_grad_(true), xc = data.clone().requires_grad_(true);
+    EXPECT_TRUE(equal(step(xc, y), attack(eager, xe, y))) << "call " << i;
+    ASSERT_TRUE(xc.grad().defined()) << "call " << i;
+    eager_grads.push_back(xe.grad());
+    compiled_grads.push_back(xc.grad());
+  }
+  EXPECT_EQ(step.stats().replays, 2);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(equal(compiled_grads[i], eager_grads[i])) << "call " << i;
+  // An input used again without zeroing its gradient accumulates into the caller's tensor,
+  // and the step reads the sum.
+  const auto square = [](const Tensor& x) {
+    (x * x).sum().backward();
+    return x.grad() * 1.0;
+  };
+  auto accumulate = compile(square);
+  const Tensor xe = arange(3, TensorOptions().dtype(kFloat64)).requires_grad_(true);
+  const Tensor xc = arange(3, TensorOptions().dtype(kFloat64)).requires_grad_(true);
+  accumulate(xc);
+  const Tensor first_grad = xc.grad();
+  square(xe);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(equal(accumulate(xc), square(xe))) << "call " << i;
+    EXPECT_TRUE(equal(xc.grad(), xe.grad())) << "call " << i;
+  }
+  EXPECT_TRUE(xc.grad().is_same(first_grad));  // added to in place, as eagerly
+  EXPECT_EQ(accumulate.stats().replays, 2);     // one graph binds the first gradient, one adds
+  // Batch after batch, each accumulated over two calls: the same two graphs.
+  for (int i = 0; i < 3; ++i) {
+    const Tensor ae = full({3}, 0.5 + i, TensorOptions().dtype(kFloat64)).requires_grad_(true);
+    const Tensor ac = full({3}, 0.5 + i, TensorOptions().dtype(kFloat64)).requires_grad_(true);
+    for (int k = 0; k < 2; ++k) EXPECT_TRUE(equal(accumulate(ac), square(ae))) << "batch " << i;
+  }
+  EXPECT_EQ(accumulate.stats().captures, 2);
+}
+
+TEST_F(CompileTest, AnInputWhoseGradientGoesOutsideTheStepRunsEagerly) {
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  const auto square = [](const Tensor& x) {
+    Tensor loss = (x * x).sum();
+    loss.backward();
+    return loss;
+  };
+  auto step = compile(square);
+  // A non-leaf input: the step's backward goes on into the graph that made it.
+  const Tensor w = arange(3, TensorOptions().dtype(kFloat64)).requires_grad_(true);
+  for (int i = 0; i < 2; ++i) step(w * 2.0);
+  EXPECT_TRUE(equal(w.grad(), w.detach() * 16.0));
+  EXPECT_NE(step.eager_reason().find("is not a leaf"), std::string::npos) << step.eager_reason();
+  // A hook on an input's gradient runs, as eagerly.
+  int hook_calls = 0;
+  const Tensor x = arange(3, TensorOptions().dtype(kFloat64)).requires_grad_(true);
+  x.register_hook([&](const Tensor&) {
+    ++hook_calls;
+    return Tensor();
+  });
+  for (int i = 0; i < 2; ++i) step(x);
+  EXPECT_EQ(hook_calls, 2);
+  EXPECT_TRUE(equal(x.grad(), x.detach() * 4.0));
+  EXPECT_NE(step.eager_reason().find("hook"), std::string::npos) << step.eager_reason();
+  // A leaf without hooks replays.
+  for (int i = 0; i < 2; ++i) {
+    const Tensor z = arange(3, TensorOptions().dtype(kFloat64)).requires_grad_(true);
+    step(z);
+    EXPECT_TRUE(equal(z.grad(), z.detach() * 2.0));
+  }
+  EXPECT_TRUE(step.last_call_replayed());
+  set_warning_handler(previous);
+  ASSERT_EQ(warnings.size(), 3u);  // the hooked leaf twice: its .grad empty, then there to add to
+  EXPECT_NE(warnings[0].find("input 0 requires grad and is not a leaf"), std::string::npos) << warnings[0];
+}
+
 TEST_F(CompileTest, AStepThatReadsAComputedValueOnTheHostRunsEagerlyAndSaysWhere) {
   testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
   double seen = 0.0;
