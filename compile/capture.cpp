@@ -163,8 +163,10 @@ void Capture::grad_bound(const Tensor& leaf, const Tensor& grad) {
 void Capture::grad_unbound(const Tensor& leaf) {
   // Keyed as AccumulateGrad's condition on this leaf: a read after this adds none (Note [A
   // gradient bound or added to]), even when zero_grad runs as a region.
-  condition_keys_.insert(leaf.impl());
+  state_set(leaf.impl());
 }
+
+void Capture::state_set(const void* key) { condition_keys_.insert(key); }
 
 void Capture::not_replayable(const std::string& what, std::source_location where) {
   if (region_depth_ > 0 || kernel_depth_ > 0) return;

@@ -33,9 +33,10 @@ namespace kiln::compiler {
 //  - Regions. Code whose kernels take host numbers that change from step to step (an
 //    optimizer's step count and scheduled learning rate, a GradScaler's inverse scale) or that
 //    decides on the host (GradScaler skipping a step on inf, a check that an index is in
-//    range) runs as it is at each replay: optimizer.step, zero_grad, GradScaler's scale,
-//    unscale_, step and update, the index checks and manual_seed, each record one Region
-//    node and none of their kernels.
+//    range) runs as it is at each replay: optimizer.step, zero_grad, a learning-rate
+//    schedule's step, GradScaler's scale, unscale_, step and update, the index checks,
+//    manual_seed and a module's train()/eval(), each record one Region node and none of their
+//    kernels.
 //  - Gradients. AccumulateGrad binds a leaf's first gradient to its .grad; zero_grad (a
 //    region) unbinds it; a BindGrad node binds it again at each replay. What the .grad held
 //    is a condition (Note [A gradient bound or added to] in autograd/accumulate_grad.cpp).
@@ -71,7 +72,9 @@ namespace kiln::compiler {
 // each (torch.compile guards on `self.training` in the same way), a hooked call runs eagerly
 // (Note [Capturing a step]) and the first graph replays again once the hook is removed. A
 // module destroyed since fails its conditions. Reads inside a region are not conditions: a
-// region runs its own code at each replay.
+// region runs its own code at each replay. Nor is a mode the step set itself before reading
+// it (model.eval() inside the step: capture::state_set): that read sees the step's own doing,
+// which the train() region does again at each replay, not the caller's state.
 
 // Note [Layer scopes]
 // ~~~~~~~~~~~~~~~~~~~
@@ -132,6 +135,7 @@ class Capture final : public capture::Observer {
   void region_end() override;
   void grad_bound(const Tensor& leaf, const Tensor& grad) override;
   void grad_unbound(const Tensor& leaf) override;
+  void state_set(const void* key) override;
   void not_replayable(const std::string& what, std::source_location where) override;
   void scope_begin(const void* owner, const char* name, std::initializer_list<const Tensor*> args) override;
   void scope_end(std::initializer_list<const Tensor*> results) override;

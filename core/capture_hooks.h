@@ -52,6 +52,9 @@ class Observer {
   /// The step set `leaf`'s .grad to none (zero_grad): what the .grad holds later in the step
   /// depends on the step, not on the call (Note [A gradient bound or added to]).
   virtual void grad_unbound([[maybe_unused]] const Tensor& leaf) {}
+  /// The step set host state `key` itself (a module's training mode): reads of it later in the
+  /// step see the step's own doing, not the caller's state, so they are no conditions.
+  virtual void state_set([[maybe_unused]] const void* key) {}
   /// Something happened that a replay cannot redo (`what`, at `where`): the step stays eager.
   virtual void not_replayable(const std::string& what, std::source_location where) = 0;
   /// Host state that decides what the step records was read (a module's training mode, that it
@@ -100,6 +103,11 @@ inline void grad_bound(const Tensor& leaf, const Tensor& grad) {
 /// zero_grad calls this for each leaf whose .grad it sets to none.
 inline void grad_unbound(const Tensor& leaf) {
   if (Observer* o = observer()) o->grad_unbound(leaf);
+}
+
+/// Modules' train() calls this, inside a region that sets the mode again at each replay.
+inline void state_set(const void* key) {
+  if (Observer* o = observer()) o->state_set(key);
 }
 
 /// Says that what happens here (a collective, say) cannot be replayed, when a capture runs.

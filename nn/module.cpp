@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "core/autograd_meta.h"
@@ -142,6 +143,22 @@ std::int64_t Module::num_parameters(bool trainable_only) const {
 }
 
 void Module::train(bool on) {
+  // Inside a captured step, the mode set is the step's own doing: a region sets it again at
+  // each replay, and the step's later reads of it are no conditions of the graph (Note [What a
+  // graph assumed of its modules]).
+  std::optional<capture::Region> region;
+  if (capture::observer() != nullptr) [[unlikely]] {
+    std::vector<std::weak_ptr<bool>> modes;
+    apply([&](Module& m) {
+      modes.push_back(m.training_);
+      capture::state_set(m.training_.get());
+    });
+    region.emplace("Module.train", [modes = std::move(modes), on] {
+      for (const std::weak_ptr<bool>& mode : modes) {
+        if (const std::shared_ptr<bool> m = mode.lock()) *m = on;
+      }
+    });
+  }
   *training_ = on;
   for (auto& c : children_) c.second->train(on);
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/capture_hooks.h"
 #include "core/creation.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -16,6 +17,9 @@ LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
 }
 
 void LRScheduler::step() {
+  // Host numbers the optimizer's kernels take: a captured step that steps its schedule steps it
+  // again at each replay (Note [Capturing a step]).
+  capture::Region region("LRScheduler.step", [this] { step(); });
   ++last_epoch_;
   auto& groups = optimizer_.param_groups();
   for (std::size_t g = 0; g < groups.size(); ++g) groups[g].options->lr = lr_at(g, last_epoch_);

@@ -560,6 +560,44 @@ TEST_F(CompileTest, ASeedSetInsideTheStepIsSetAgainByEachReplay) {
   EXPECT_NE(warnings[0].find("get_rng_state"), std::string::npos) << warnings[0];
 }
 
+TEST_F(CompileTest, AScheduleOrAModeSetInsideTheStepIsSetAgainByEachReplay) {
+  // A learning-rate schedule stepped inside the step: each replay steps it, as eagerly.
+  testing::Trainer<SmallMlp> eager(11, kFloat64, false), compiled(11, kFloat64, false);
+  optim::StepLR eager_schedule(*eager.opt, 1, 0.5), compiled_schedule(*compiled.opt, 1, 0.5);
+  auto step = compile([&](const Tensor& x, const Tensor& y) {
+    Tensor loss = compiled.step(x, y);
+    compiled_schedule.step();
+    return loss;
+  });
+  manual_seed(12);
+  for (int i = 0; i < 4; ++i) {
+    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+    const double expected = eager.step(x, y).item<double>();
+    eager_schedule.step();
+    EXPECT_EQ(step(x, y).item<double>(), expected) << "step " << i;
+    EXPECT_EQ(compiled_schedule.get_last_lr(), eager_schedule.get_last_lr()) << "step " << i;
+  }
+  EXPECT_EQ(parameter_gap(*eager.model, *compiled.model), 0.0);
+  EXPECT_EQ(step.stats().replays, 3);
+  // eval() inside the step: the mode the step sets is no condition of its graph (one graph,
+  // not a capture per call), and each replay leaves the module in it, as eagerly.
+  SmallCnn model;
+  auto evaluate = compile([&](const Tensor& x) {
+    model.eval();
+    return model.forward(x);
+  });
+  const Tensor x = randn({2, 1, 12, 12});
+  model.eval();
+  const Tensor expected = model.forward(x);
+  for (int i = 0; i < 3; ++i) {
+    model.train();
+    EXPECT_TRUE(equal(evaluate(x), expected)) << "call " << i;
+    EXPECT_FALSE(model.is_training()) << "call " << i;
+    EXPECT_FALSE(model.drop->is_training()) << "call " << i;
+  }
+  EXPECT_EQ(evaluate.stats().captures, 1);
+}
+
 TEST_F(CompileTest, TheDefaultDtypeIsGuarded) {
   auto step = compile([](const Tensor& x) { return x * 0.5; });
   const Tensor x = arange(4);
