@@ -168,6 +168,10 @@ void Capture::grad_unbound(const Tensor& leaf) {
 
 void Capture::state_set(const void* key) { condition_keys_.insert(key); }
 
+void Capture::storage_made(const std::shared_ptr<Storage>& storage) {
+  if (region_depth_ == 0 && kernel_depth_ == 0) made_.push_back(storage);
+}
+
 void Capture::not_replayable(const std::string& what, std::source_location where) {
   if (region_depth_ > 0 || kernel_depth_ > 0) return;
   fail(what + " at " + site(where) + " cannot be replayed yet");

@@ -136,6 +136,7 @@ class Capture final : public capture::Observer {
   void grad_bound(const Tensor& leaf, const Tensor& grad) override;
   void grad_unbound(const Tensor& leaf) override;
   void state_set(const void* key) override;
+  void storage_made(const std::shared_ptr<Storage>& storage) override;
   void not_replayable(const std::string& what, std::source_location where) override;
   void scope_begin(const void* owner, const char* name, std::initializer_list<const Tensor*> args) override;
   void scope_end(std::initializer_list<const Tensor*> results) override;
@@ -144,6 +145,8 @@ class Capture final : public capture::Observer {
   const std::vector<Condition>& conditions() const { return conditions_; }
   /// The marked layer calls made at the top level, outermost first where they nest.
   const std::vector<Scope>& scopes() const { return scopes_; }
+  /// The memory the step's ops allocated at the top level, outside regions, held weakly.
+  const std::vector<std::weak_ptr<Storage>>& made() const { return made_; }
 
  private:
   void fail(const std::string& why);
@@ -157,6 +160,7 @@ class Capture final : public capture::Observer {
   std::vector<Condition> conditions_;
   std::set<const void*> condition_keys_;
   std::set<const void*> input_buffer_impls_;  // the buffers of inputs that require grad
+  std::vector<std::weak_ptr<Storage>> made_;
   std::vector<std::size_t> open_scopes_;  // indices into scopes_ (SIZE_MAX: one not noted)
   capture::Observer* previous_ = nullptr;
   bool installed_ = false;

@@ -154,6 +154,7 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
     return s.body(inputs);
   }
   std::vector<Tensor> results;
+  std::vector<std::weak_ptr<Storage>> made;
   {
     Capture capture;
     std::vector<Tensor> outputs = capture.run(s.body, inputs);
@@ -164,6 +165,7 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
       s.entries.push_back({guard, capture.conditions(), std::nullopt, std::nullopt, capture.failure()});
       return outputs;
     }
+    made = capture.made();
     Graph graph = capture.take_graph(outputs);
     run_passes(graph, s.passes);
     s.entries.push_back({guard, capture.conditions(), std::move(graph), std::nullopt, ""});
@@ -173,7 +175,18 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
   }
   // The eager results, their autograd graph and the recording are gone: what holds the
   // graph's tensors now is what holds them between steps.
-  s.entries.back().outside.emplace(*s.last_graph);
+  State::Entry& entry = s.entries.back();
+  entry.outside.emplace(*s.last_graph, made);
+  if (const std::string& kept = entry.outside->made_and_kept(); !kept.empty()) {
+    entry.failure = "the step made a tensor (" + kept + ") that something outside it still holds after the "
+                    "call, not as a result: a replay would not hand out a new one. Return it from the step "
+                    "(and pass it back in as an argument)";
+    entry.graph.reset();
+    entry.outside.reset();
+    s.last_graph = nullptr;
+    s.eager_reason = entry.failure;
+    warn("compiled step runs eagerly: " + entry.failure);
+  }
   return results;
 }
 

@@ -32,11 +32,25 @@ namespace kiln::compiler {
 // instead (pass a tensor that changes as an argument, or write into it). A tensor replaced
 // while something else still holds the old one goes unseen: the guard is the caller letting
 // go, not the variable.
+// The other way out is as silent: host code in the step that keeps a tensor the step made (a
+// recurrent state assigned to a variable for the next call, `state = h_n.detach()`, a result
+// pushed into a list) runs only in the capturing call. A replay writes the new values into
+// the graph's buffer and the variable still names the tensor of the first call, or the buffer
+// itself, which the next replay overwrites; a recurrent state read back from it starts each
+// replay where the capture started (losses apart from the second call on). So a storage the
+// step's ops allocated (outside regions, whose state is their own) that something outside the
+// graph holds once the capturing call returned, other than a gradient bound to a leaf, makes
+// the step run eagerly, with a warning to return the tensor instead and pass it back in.
 
 class OutsideReads {
  public:
-  /// Notes the storages of `g` that something outside it holds now.
-  explicit OutsideReads(const Graph& g);
+  /// Notes the storages of `g` that something outside it holds now; `made` is the memory the
+  /// capture saw the step allocate (Capture::made).
+  OutsideReads(const Graph& g, const std::vector<std::weak_ptr<Storage>>& made);
+
+  /// A description of a tensor the step made that something outside the graph keeps
+  /// ("Float32[2, 5], made by detach at ..."), or "" when there is none.
+  const std::string& made_and_kept() const { return made_and_kept_; }
 
   /// A description of the first noted tensor that nothing outside the graph holds any more
   /// ("Float32[3]"), or "" while all are held.
@@ -46,6 +60,7 @@ class OutsideReads {
 
  private:
   std::vector<GraphHolds> held_;
+  std::string made_and_kept_;
 };
 
 }  // namespace kiln::compiler

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <source_location>
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@
 namespace kiln {
 
 class Tensor;
+class Storage;
 struct BackendKernels;
 
 namespace capture {
@@ -55,6 +57,10 @@ class Observer {
   /// The step set host state `key` itself (a module's training mode): reads of it later in the
   /// step see the step's own doing, not the caller's state, so they are no conditions.
   virtual void state_set([[maybe_unused]] const void* key) {}
+  /// New memory was allocated (an op's output, a gradient): whatever of it outlives the step
+  /// outside the graph, the step made and host code kept (Note [Tensors a step reads from
+  /// outside] in compile/outside_reads.h).
+  virtual void storage_made([[maybe_unused]] const std::shared_ptr<Storage>& storage) {}
   /// Something happened that a replay cannot redo (`what`, at `where`): the step stays eager.
   virtual void not_replayable(const std::string& what, std::source_location where) = 0;
   /// Host state that decides what the step records was read (a module's training mode, that it

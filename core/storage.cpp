@@ -2,6 +2,7 @@
 // observer what they stand for (core/meta_allocations.h).
 #include "core/storage.h"
 
+#include "core/capture_hooks.h"
 #include "core/meta_allocations.h"
 #include "core/shape.h"
 
@@ -18,7 +19,9 @@ std::shared_ptr<Storage> allocate_described(std::size_t nbytes, Device device, b
     return std::make_shared<Storage>(meta_data_ptr(what), nbytes, false, provenance);
   }
   Allocator* allocator = allocator_for(device, pinned);
-  return std::make_shared<Storage>(allocator->allocate(nbytes), nbytes, allocator->is_pinned(), provenance);
+  auto storage = std::make_shared<Storage>(allocator->allocate(nbytes), nbytes, allocator->is_pinned(), provenance);
+  if (capture::Observer* o = capture::observer()) [[unlikely]] o->storage_made(storage);
+  return storage;
 }
 
 }  // namespace

@@ -502,6 +502,58 @@ TEST_F(CompileTest, ATensorReadFromOutsideThatIsReplacedCapturesAgain) {
   EXPECT_NE(warnings[0].find("a tensor it reads from outside (float32[3])"), std::string::npos) << warnings[0];
 }
 
+TEST_F(CompileTest, ATensorTheStepMadeAndKeptOutsideRunsEagerly) {
+  // Truncated backpropagation through time, the state kept in a variable the step assigns:
+  // a replay would not assign it, so the step runs eagerly (Note [Tensors a step reads from
+  // outside]) and every call matches the eager one.
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  const TensorOptions f64 = TensorOptions().dtype(kFloat64);
+  manual_seed(13);
+  nn::LSTM eager_lstm(4, 5), compiled_lstm(4, 5);
+  eager_lstm.to(kFloat64);
+  compiled_lstm.to(kFloat64);
+  compiled_lstm.load_state_dict(eager_lstm.state_dict());
+  std::optional<nn::LSTM::State> eager_state, compiled_state;
+  const auto carry = [](nn::LSTM& lstm, std::optional<nn::LSTM::State>& state, const Tensor& x) {
+    auto [out, next] = lstm.forward(x, state);
+    state = nn::LSTM::State{std::get<0>(next).detach(), std::get<1>(next).detach()};
+    return out.sum();
+  };
+  auto step = compile([&](const Tensor& x) { return carry(compiled_lstm, compiled_state, x); });
+  manual_seed(14);
+  for (int i = 0; i < 4; ++i) {
+    const Tensor x = randn({3, 2, 4}, f64);
+    EXPECT_EQ(step(x).item<double>(), carry(eager_lstm, eager_state, x).item<double>()) << "call " << i;
+  }
+  EXPECT_EQ(step.stats().replays, 0);
+  EXPECT_NE(step.eager_reason().find("made a tensor (float64[1, 2, 5]"), std::string::npos) << step.eager_reason();
+  // The state passed in and returned replays, and matches.
+  auto passing = compile([&](const Tensor& x, const Tensor& h, const Tensor& c) {
+    auto [out, next] = compiled_lstm.forward(x, nn::LSTM::State{h, c});
+    return TensorList{out.sum(), std::get<0>(next).detach(), std::get<1>(next).detach()};
+  });
+  TensorList state{Tensor(), zeros({1, 2, 5}, f64), zeros({1, 2, 5}, f64)};
+  eager_state = nn::LSTM::State{zeros({1, 2, 5}, f64), zeros({1, 2, 5}, f64)};
+  for (int i = 0; i < 4; ++i) {
+    const Tensor x = randn({3, 2, 4}, f64);
+    state = passing(x, state[1], state[2]);
+    EXPECT_EQ(state[0].item<double>(), carry(eager_lstm, eager_state, x).item<double>()) << "call " << i;
+  }
+  EXPECT_EQ(passing.stats().replays, 3);
+  // Writing into a tensor from outside is no tensor made: it replays.
+  const Tensor last = zeros({3});
+  auto writing = compile([&](const Tensor& x) {
+    NoGradGuard no_grad;
+    last.copy_(x * 2.0);
+  });
+  for (int i = 0; i < 3; ++i) writing(full({3}, 1.0 + i));
+  EXPECT_EQ(writing.stats().replays, 2);
+  EXPECT_TRUE(equal(last, full({3}, 6.0)));
+  set_warning_handler(previous);
+  EXPECT_EQ(warnings.size(), 1u);
+}
+
 TEST_F(CompileTest, GradientsAccumulatedOverCallsAddUpAsEagerly) {
   // Gradient accumulation: a compiled forward and backward called three times, then the
   // optimizer's step and zero_grad outside it (Note [A gradient bound or added to]).
