@@ -56,7 +56,8 @@ namespace kiln::compiler {
 // Tensors from outside the step are read where they lie (Note [Tensors a step reads from
 // outside], compile/outside_reads.h).
 // The step's random kernels are called again at every replay, so they draw fresh numbers from
-// the generator, in eager order.
+// the generator, in eager order. A compiled function the step calls runs its body while the
+// step is captured, so its ops are the step's (torch.compile inlines it the same way).
 
 // Note [What a graph assumed of its modules]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

@@ -107,6 +107,10 @@ CompiledStep& CompiledStep::operator=(CompiledStep&&) noexcept = default;
 
 std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) {
   State& s = *state_;
+  // Called while another step is being captured, this step is part of that one: it runs its
+  // body, and the ops land in the other's graph (torch.compile inlines a compiled function
+  // called from another). A replay of its own there would record nothing.
+  if (Capture::current() != nullptr) return s.body(inputs);
   const Guard guard = Guard::of(inputs);
   s.last_replayed = false;
   // Graphs captured before a leaf's requires_grad changed, before state they hold changed

@@ -650,6 +650,25 @@ TEST_F(CompileTest, AScheduleOrAModeSetInsideTheStepIsSetAgainByEachReplay) {
   EXPECT_EQ(evaluate.stats().captures, 1);
 }
 
+TEST_F(CompileTest, AStepCalledInsideAnotherIsPartOfItsGraph) {
+  // A compiled function called from a compiled step: its ops are recorded in the step's graph,
+  // whether it had replayed on its own before or is compiled right there.
+  auto inner = compile([](const Tensor& x) { return x * 2.0 + 1.0; });
+  inner(ones({3}));
+  inner(ones({3}));
+  EXPECT_TRUE(inner.last_call_replayed());
+  auto outer = compile([&](const Tensor& x) {
+    auto fresh = compile([](const Tensor& y) { return y * 3.0; });
+    return (inner(x) + fresh(x)).sum();
+  });
+  for (int i = 0; i < 3; ++i) {
+    const Tensor x = full({3}, 1.0 + i);
+    EXPECT_EQ(outer(x).item<double>(), ((x * 2.0 + 1.0) + x * 3.0).sum().item<double>()) << "call " << i;
+  }
+  EXPECT_EQ(outer.stats().replays, 2);
+  EXPECT_EQ(outer.eager_reason(), "");
+}
+
 TEST_F(CompileTest, TheDefaultDtypeIsGuarded) {
   auto step = compile([](const Tensor& x) { return x * 0.5; });
   const Tensor x = arange(4);
