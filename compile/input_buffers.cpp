@@ -60,12 +60,17 @@ std::vector<SharedMemory> shared_memory(const std::vector<Tensor>& inputs) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].numel() == 0) continue;
     for (std::size_t j = 0; j < i; ++j) {
-      if (inputs[j].numel() == 0 || inputs[j].impl()->storage() != inputs[i].impl()->storage()) continue;
+      if (inputs[j].is_same(inputs[i])) {
+        shared[i] = {static_cast<int>(j), 0, true};  // the same tensor again wins over the first sharer
+        break;
+      }
+      if (shared[i].with >= 0 || inputs[j].numel() == 0 || inputs[j].impl()->storage() != inputs[i].impl()->storage()) {
+        continue;
+      }
       shared[i] = {static_cast<int>(j),
                    inputs[i].storage_offset() * static_cast<std::int64_t>(inputs[i].element_size()) -
                        inputs[j].storage_offset() * static_cast<std::int64_t>(inputs[j].element_size()),
-                   inputs[i].is_same(inputs[j])};
-      break;
+                   false};
     }
   }
   return shared;

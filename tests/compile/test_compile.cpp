@@ -760,6 +760,17 @@ TEST_F(CompileTest, AnInputsGradientReachesTheCallersTensor) {
     for (int k = 0; k < 2; ++k) EXPECT_TRUE(equal(accumulate(ac), square(ae))) << "batch " << i;
   }
   EXPECT_EQ(accumulate.stats().captures, 2);
+  // One leaf passed twice is one leaf: its gradient is the sum of both uses', as eagerly.
+  const auto product = [](const Tensor& a, const Tensor& b) { (a * b).sum().backward(); };
+  auto twice = compile(product);
+  for (int i = 0; i < 2; ++i) {
+    const Tensor we = full({3}, 1.5 + i, TensorOptions().dtype(kFloat64)).requires_grad_(true);
+    const Tensor wc = full({3}, 1.5 + i, TensorOptions().dtype(kFloat64)).requires_grad_(true);
+    twice(wc, wc);
+    product(we, we);
+    EXPECT_TRUE(equal(wc.grad(), we.grad())) << "call " << i;
+  }
+  EXPECT_EQ(twice.stats().replays, 1);
 }
 
 TEST_F(CompileTest, AnInputWhoseGradientGoesOutsideTheStepRunsEagerly) {
