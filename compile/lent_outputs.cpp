@@ -15,12 +15,10 @@ namespace kiln::compiler {
 LentOutputs::LentOutputs(const Graph& g, const std::vector<Tensor>& handed)
     : loan_of_(handed.size(), -1), returned_(handed) {
   const std::map<const Storage*, StorageUses> uses = storage_uses(g);
-  std::set<const Storage*> input_buffers;  // refilled by every replay
-  for (const Tensor& in : g.inputs) input_buffers.insert(storage_of(in));
-  for (const Graph::GradInput& in : g.grad_inputs) input_buffers.insert(storage_of(in.held));
+  const std::set<const Storage*> refilled = refilled_buffers(g);
   const auto made_anew = [&](const Storage* s) {
     const auto use = uses.find(s);
-    return input_buffers.contains(s) ||
+    return refilled.contains(s) ||
            (use != uses.end() && !use->second.writes.empty() && use->second.first_use_writes_whole);
   };
   std::map<const Storage*, int> loan_of_buffer;

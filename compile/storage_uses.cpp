@@ -57,16 +57,22 @@ std::map<const Storage*, StorageUses> storage_uses(const Graph& g) {
     const bool written_first = !u.writes.empty() && (u.reads.empty() || u.reads.front() > u.writes.front());
     u.first_use_writes_whole = written_first && writes_covering(g.nodes[u.writes.front()], s);
   }
-  for (const Tensor& t : g.inputs) uses[storage_of(t)].pinned = true;
-  for (const Graph::GradInput& in : g.grad_inputs) {
-    if (in.held.defined()) uses[storage_of(in.held)].pinned = true;
-  }
+  for (const Storage* s : refilled_buffers(g)) uses[s].pinned = true;
   for (const std::vector<Tensor>* list : {&g.outputs, &g.constants}) {
     for (const Tensor& t : *list) {
       if (const Storage* s = storage_of(t)) uses[s].pinned = true;
     }
   }
   return uses;
+}
+
+std::set<const Storage*> refilled_buffers(const Graph& g) {
+  std::set<const Storage*> refilled;
+  for (const Tensor& t : g.inputs) refilled.insert(storage_of(t));
+  for (const Graph::GradInput& in : g.grad_inputs) {
+    if (in.held.defined()) refilled.insert(storage_of(in.held));
+  }
+  return refilled;
 }
 
 bool GraphHolds::held_outside() const {

@@ -70,6 +70,10 @@ struct GraphHolds {
 /// What the graph's handles hold, storage by storage.
 std::map<const Storage*, GraphHolds> graph_holds(const Graph& g);
 
+/// The storages every replay refills before it runs: the input buffers, and the graph's copies
+/// of the callers' gradients (Note [A step's inputs] in compile/input_buffers.h).
+std::set<const Storage*> refilled_buffers(const Graph& g);
+
 /// The storages something outside the graph still holds once the capture ended (a parameter,
 /// optimizer state, a tensor the caller kept).
 std::set<const Storage*> held_outside(const Graph& g);
