@@ -45,6 +45,7 @@ std::vector<Tensor> Capture::run(const std::function<std::vector<Tensor>(const s
     return fn(inputs);
   }
   const std::vector<Tensor> buffers = make_input_buffers(inputs);
+  for (std::size_t i = 0; i < inputs.size(); ++i) caller_memory_.emplace(inputs[i].impl()->storage().get(), i);
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     written_.insert(buffers[i].impl()->storage().get());  // refilled at each replay: their values vary
     // One tensor passed twice has one buffer, and one gradient.
@@ -101,10 +102,20 @@ void Capture::fail(const std::string& why) {
   if (failure_.empty()) failure_ = why;
 }
 
+void Capture::check_not_caller_memory(const Tensor& t, const std::function<std::string()>& use) {
+  if (!t.defined() || !failure_.empty()) return;
+  const auto it = caller_memory_.find(t.impl()->storage().get());
+  if (it == caller_memory_.end()) return;
+  fail("input " + std::to_string(it->second) + " lies in memory the step also reaches directly (" + use() +
+       "): a replay would compute on a copy of the argument, and the two would part, so this call computed on "
+       "the copy too. Reach that memory one way only: as the argument, or through the module or closure");
+}
+
 void Capture::record(std::unique_ptr<KernelCall> call) {
   const std::vector<Tensor*> args = call->tensors();
   const std::vector<bool> writes = call->writes();
   for (std::size_t i = 0; i < args.size(); ++i) {
+    check_not_caller_memory(*args[i], [&] { return call->name() + " uses " + origin(*args[i]); });
     if (!writes[i] || !args[i]->defined()) continue;
     const Storage* s = args[i]->impl()->storage().get();
     if (host_touched_.count(s)) {
@@ -129,6 +140,7 @@ const BackendKernels* Capture::kernels(DeviceType type) {
 
 void Capture::host_access(const Tensor& t, const char* how, std::source_location where) {
   if (kernel_depth_ > 0 || region_depth_ > 0 || !t.defined()) return;
+  check_not_caller_memory(t, [&] { return std::string(how) + "() at " + site(where); });
   const Storage* s = t.impl()->storage().get();
   if (written_.count(s)) {
     fail(std::string(how) + "() at " + site(where) + " reads on the host a tensor this step computed (" +
@@ -145,7 +157,10 @@ void Capture::region_begin(const char* name, std::function<void()> replay,
   node.kind = Node::Kind::Region;
   node.region = name;
   node.replay = std::move(replay);
-  for (const Tensor* t : reads) node.reads.push_back(*t);
+  for (const Tensor* t : reads) {
+    check_not_caller_memory(*t, [&] { return std::string(name) + " reads it"; });
+    node.reads.push_back(*t);
+  }
   graph_.nodes.push_back(std::move(node));
 }
 
@@ -153,6 +168,7 @@ void Capture::region_end() { --region_depth_; }
 
 void Capture::grad_bound(const Tensor& leaf, const Tensor& grad) {
   if (region_depth_ > 0 || kernel_depth_ > 0) return;
+  check_not_caller_memory(leaf, [] { return std::string("the backward binds its gradient"); });
   Node node;
   node.kind = Node::Kind::BindGrad;
   node.leaf = leaf;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -151,6 +152,9 @@ class Capture final : public capture::Observer {
 
  private:
   void fail(const std::string& why);
+  /// Fails the capture when `t` lies in the memory of one of the caller's arguments, which the
+  /// step should reach only through its buffer (Note [A step's inputs]); `use()` names the use.
+  void check_not_caller_memory(const Tensor& t, const std::function<std::string()>& use);
 
   Graph graph_;
   std::string failure_;
@@ -161,6 +165,7 @@ class Capture final : public capture::Observer {
   std::vector<Condition> conditions_;
   std::set<const void*> condition_keys_;
   std::set<const void*> input_buffer_impls_;  // the buffers of inputs that require grad
+  std::map<const Storage*, std::size_t> caller_memory_;  // the arguments' own storages, by first index
   std::vector<std::weak_ptr<Storage>> made_;
   std::vector<std::size_t> open_scopes_;  // indices into scopes_ (SIZE_MAX: one not noted)
   capture::Observer* previous_ = nullptr;

@@ -27,7 +27,7 @@ Guard Guard::of(const std::vector<Tensor>& inputs) {
                         std::vector<std::int64_t>(t.strides().begin(), t.strides().end()), t.dtype(), t.device(),
                         t.requires_grad(), !t.requires_grad() || t.is_leaf(),
                         t.requires_grad() && t.is_leaf() && has_grad_hooks(t),
-                        t.requires_grad() && t.is_leaf() && t.grad().defined()});
+                        t.requires_grad() && t.is_leaf() && t.grad().defined(), !parameter_name(t).empty()});
   }
   const std::vector<SharedMemory> shared = shared_memory(inputs);
   for (std::size_t i = 0; i < inputs.size(); ++i) g.inputs[i].shared = shared[i];
@@ -57,6 +57,7 @@ std::string Guard::describe() const {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     os << (i ? ", " : "") << dtype_name(inputs[i].dtype) << IntArrayRef(inputs[i].sizes);
     if (!inputs[i].device.is_cpu()) os << " on " << inputs[i].device.str();
+    if (inputs[i].parameter) os << " (a parameter)";
     if (const SharedMemory& m = inputs[i].shared; m.with >= 0) {
       os << (m.same_tensor ? " (input " : " (over input ") << m.with << (m.same_tensor ? " again)" : "'s memory)");
     }
@@ -82,6 +83,14 @@ struct CompiledStep::State {
     bool matches(const Guard& now) const {
       return guard == now && std::ranges::all_of(conditions, [](const Condition& holds) { return holds(); });
     }
+    /// Whether the graph reads from outside (a parameter, a closure's tensor) memory one of
+    /// `inputs` lies in: replayed, it would read that memory where it lies and the argument in
+    /// a copy (Note [A step's inputs]), so the call is of another kind, whose capture fails.
+    bool reads_memory_of(const std::vector<Tensor>& inputs) const {
+      return outside && std::ranges::any_of(inputs, [&](const Tensor& t) {
+               return outside->reads(t.impl()->storage().get());
+             });
+    }
   };
   Body body;
   CompileOptions options;
@@ -92,6 +101,7 @@ struct CompiledStep::State {
   bool last_replayed = false;
   std::string eager_reason;
   bool warned_full = false;
+  bool warned_argument_read_directly = false;
   bool warned_let_go = false;
 };
 
@@ -134,8 +144,13 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
       }) > 0) {
     s.last_graph = nullptr;
   }
+  bool argument_read_directly = false;
   for (State::Entry& e : s.entries) {
     if (!e.matches(guard)) continue;
+    if (e.reads_memory_of(inputs)) {
+      argument_read_directly = true;
+      continue;
+    }
     if (e.graph) {
       s.last_graph = &*e.graph;
       s.last_replayed = true;
@@ -154,6 +169,17 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
            ") and any further kind run eagerly");
       s.warned_full = true;
     }
+    ++s.stats.eager_calls;
+    return s.body(inputs);
+  }
+  if (argument_read_directly) {
+    // Known before running it: a capture would compute on a copy of memory the step reaches
+    // directly, so the call runs eagerly on the caller's tensors (each such call finds it so).
+    s.eager_reason = "an input lies in memory the step's graph reads directly (a parameter, a tensor its closure "
+                     "holds): a replay would compute on a copy of the argument, and the two would part. Reach "
+                     "that memory one way only: as the argument, or through the module or closure";
+    if (!s.warned_argument_read_directly) warn("compiled step runs eagerly: " + s.eager_reason);
+    s.warned_argument_read_directly = true;
     ++s.stats.eager_calls;
     return s.body(inputs);
   }

@@ -56,6 +56,7 @@ struct Guard {
     bool leaf = true;           // where it requires grad: a non-leaf runs eagerly
     bool grad_hooks = false;    // a leaf's hooks on its gradient (they run eagerly)
     bool grad_defined = false;  // a leaf's .grad is there to add to (Note [A step's inputs])
+    bool parameter = false;     // a module's parameter (runs eagerly: Note [A step's inputs])
     SharedMemory shared{};      // the earlier input whose memory it shares (Note [A step's inputs])
     bool operator==(const Input&) const = default;
   };

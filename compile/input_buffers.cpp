@@ -29,6 +29,11 @@ bool same_geometry(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+std::string parameter_name(const Tensor& t) {
+  const AutogradMeta* meta = t.impl()->autograd_meta_if_exists();
+  return meta == nullptr ? std::string() : meta->name;
+}
+
 bool has_grad_hooks(const Tensor& leaf) {
   AutogradMeta* meta = leaf.impl()->autograd_meta_if_exists();
   if (meta == nullptr) return false;
@@ -37,11 +42,15 @@ bool has_grad_hooks(const Tensor& leaf) {
 }
 
 std::string inputs_not_replayable(const std::vector<Tensor>& inputs) {
-  if (!is_grad_enabled()) return "";
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
-    if (!x.requires_grad()) continue;
     const std::string which = "input " + std::to_string(i);
+    if (const std::string name = parameter_name(x); !name.empty()) {
+      return which + " is the parameter " + name + " itself, which the step's module and optimizer reach "
+             "directly: a replay would compute on a copy of it, and the two would part; read it through its "
+             "module instead of passing it";
+    }
+    if (!is_grad_enabled() || !x.requires_grad()) continue;
     if (!x.is_leaf()) {
       return which + " requires grad and is not a leaf (" + x.describe() +
              "): a backward inside the step goes on into the graph that made it, outside the step, which a "

@@ -18,7 +18,7 @@ class Graph;
 // Note [A step's inputs]
 // ~~~~~~~~~~~~~~~~~~~~~~
 // A step is captured on buffers of its own, which every replay refills from the caller's
-// tensors, and what the step writes in place is copied back. Two things the caller's tensors
+// tensors, and what the step writes in place is copied back. Three things the caller's tensors
 // carry beyond their values have to survive that:
 //  - Shared memory. The same tensor passed as two arguments, or two overlapping views of one
 //    tensor: eagerly a write through one is read through the other. So the buffers share
@@ -36,16 +36,30 @@ class Graph;
 //    after, so the step adds to it and reads the sum as eagerly, and the caller's .grad stays
 //    the same tensor. So an adversarial-example loop (a new batch made to require grad each
 //    step) replays one graph, and one that accumulates over calls replays two.
+//  - Memory the step also reaches directly. A buffer is a copy: a parameter passed as an
+//    argument and also read through its module, or a tensor a closure captured and also
+//    passed, would be two tensors in a replay where eagerly it is one (the optimizer's update
+//    unseen through the argument, the two paths' gradients bound to different leaves). So
+//    such a call runs eagerly, on the caller's tensors. A module's parameter passed itself is
+//    known by its name before anything runs; an argument over memory that a graph of the
+//    step reads from outside (Note [Tensors a step reads from outside]: a parameter's
+//    detach(), a closure's tensor) is found before a replay. Only a first capture meets other
+//    memory reached both ways as the step runs (a kernel, a region or the backward reaching
+//    the argument's own storage); it fails, and since that call already computed on the
+//    copy, its warning says so.
 // What a buffer cannot stand in for runs eagerly, said once with the argument's index: an
 // input that requires grad and is not a leaf (eagerly its backward goes on into the graph
-// that made it, outside the step), and a leaf with hooks on its gradient (they are the
-// caller's tensor's, and a replay would not run them).
+// that made it, outside the step), a leaf with hooks on its gradient (they are the caller's
+// tensor's, and a replay would not run them), and memory the step also reaches directly.
+
+/// The module name of a registered parameter ("encoder.norm.weight"), "" for any other tensor.
+std::string parameter_name(const Tensor& t);
 
 /// Whether `leaf` has hooks on its gradient (register_hook, register_post_accumulate_grad_hook).
 bool has_grad_hooks(const Tensor& leaf);
 
-/// Why `inputs` cannot be captured as buffers ("" when they can): an argument whose backward
-/// leaves the step, or whose gradient hooks a replay would skip.
+/// Why `inputs` cannot be captured as buffers ("" when they can): a module's parameter, an
+/// argument whose backward leaves the step, or whose gradient hooks a replay would skip.
 std::string inputs_not_replayable(const std::vector<Tensor>& inputs);
 
 /// For each input, the first earlier input over the same storage (-1 when none), and the

@@ -41,6 +41,7 @@ OutsideReads::OutsideReads(const Graph& g, const std::vector<std::weak_ptr<Stora
         made_and_kept_ = type_of(*impl) + (how.empty() ? "" : ", " + how);
       }
     }
+    storages_.insert(s);
     held_.push_back(std::move(h));
   }
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,11 +56,14 @@ class OutsideReads {
   /// A description of the first noted tensor that nothing outside the graph holds any more
   /// ("Float32[3]"), or "" while all are held.
   std::string let_go() const;
+  /// Whether `storage` is one of the noted ones: memory the graph reads where it lies.
+  bool reads(const Storage* storage) const { return storages_.contains(storage); }
   /// How many storages are noted.
   std::size_t size() const { return held_.size(); }
 
  private:
   std::vector<GraphHolds> held_;
+  std::set<const Storage*> storages_;  // held_'s, to look up
   std::string made_and_kept_;
 };
 

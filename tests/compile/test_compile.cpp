@@ -810,6 +810,77 @@ TEST_F(CompileTest, AnInputWhoseGradientGoesOutsideTheStepRunsEagerly) {
   EXPECT_NE(warnings[0].find("input 0 requires grad and is not a leaf"), std::string::npos) << warnings[0];
 }
 
+// A step that reaches the memory of an argument directly too (through the module, the optimizer
+// or its closure) computes, eagerly, on one tensor; a replay would compute on the argument's
+// copy (Note [A step's inputs]). Each such call runs eagerly and gives eager's results.
+TEST_F(CompileTest, AnArgumentOverMemoryTheStepReachesDirectlyRunsEagerly) {
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  struct Model {
+    std::shared_ptr<nn::Linear> linear;
+    std::unique_ptr<optim::SGD> sgd;
+    Model() {
+      manual_seed(3);
+      linear = std::make_shared<nn::Linear>(3, 2);
+      linear->to(kFloat64);
+      sgd = std::make_unique<optim::SGD>(linear->parameters(), optim::SGDOptions(0.1));
+    }
+    // A regularizer on an argument, and the argument's sum read after the optimizer's update.
+    Tensor step(const Tensor& x, const Tensor& w) {
+      Tensor loss = linear->forward(x).sum() + (w * w).sum();
+      loss.backward();
+      sgd->step();
+      sgd->zero_grad();
+      return w.sum();
+    }
+  };
+  Model eager, compiled;
+  auto step = compile([&](const Tensor& x, const Tensor& w) { return compiled.step(x, w); });
+  const Tensor x = rand({4, 3}, TensorOptions().dtype(kFloat64));
+  const Tensor other = rand({2, 3}, TensorOptions().dtype(kFloat64));
+  const auto same_step = [&](const Tensor& eager_w, const Tensor& compiled_w) {
+    const Tensor expected = eager.step(x, eager_w), result = step(x, compiled_w);
+    EXPECT_TRUE(equal(result, expected)) << to_string(result) << " vs " << to_string(expected);
+    EXPECT_TRUE(equal(compiled.linear->weight, eager.linear->weight));
+  };
+  // The parameter itself: known by its name before anything runs.
+  for (int i = 0; i < 2; ++i) same_step(eager.linear->weight, compiled.linear->weight);
+  EXPECT_FALSE(step.last_call_replayed());
+  EXPECT_NE(step.eager_reason().find("is the parameter weight itself"), std::string::npos) << step.eager_reason();
+  // Another tensor replays; the parameter's detach() after it is memory the graph reads directly.
+  for (int i = 0; i < 2; ++i) same_step(other, other);
+  EXPECT_TRUE(step.last_call_replayed());
+  for (int i = 0; i < 2; ++i) same_step(eager.linear->weight.detach(), compiled.linear->weight.detach());
+  EXPECT_FALSE(step.last_call_replayed());
+  EXPECT_NE(step.eager_reason().find("reads directly"), std::string::npos) << step.eager_reason();
+  same_step(other, other);
+  EXPECT_TRUE(step.last_call_replayed());
+  set_warning_handler(previous);
+  ASSERT_EQ(warnings.size(), 2u) << warnings.back();  // the parameter, the detach
+  EXPECT_NE(warnings[1].find("memory the step's graph reads directly"), std::string::npos) << warnings[1];
+}
+
+// Memory reached both ways that no earlier graph of the step reads is met by the capture as the
+// step runs: it fails, and says that the capturing call has computed on the copy.
+TEST_F(CompileTest, ACaptureThatMeetsAnArgumentsMemoryDirectlyFailsAndSaysSo) {
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  const Tensor table = arange(4, TensorOptions().dtype(kFloat64));
+  auto step = compile([&](const Tensor& row) { return row * 2.0 + table.sum(); });
+  const Tensor doubled = step(table.detach());
+  EXPECT_TRUE(equal(doubled, table * 2.0 + 6.0));  // nothing wrote either copy
+  EXPECT_FALSE(step.last_call_replayed());
+  step(table.detach());
+  EXPECT_FALSE(step.last_call_replayed());
+  step(arange(4, TensorOptions().dtype(kFloat64)));
+  EXPECT_FALSE(step.last_call_replayed());  // the kind of call failed once: its later calls run eagerly
+  set_warning_handler(previous);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("input 0 lies in memory the step also reaches directly"), std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("this call computed on the copy too"), std::string::npos) << warnings[0];
+}
+
 TEST_F(CompileTest, AStepThatReadsAComputedValueOnTheHostRunsEagerlyAndSaysWhere) {
   testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
   double seen = 0.0;
