@@ -106,6 +106,7 @@ void Capture::check_not_caller_memory(const Tensor& t, const std::function<std::
   if (!t.defined() || !failure_.empty()) return;
   const auto it = caller_memory_.find(t.impl()->storage().get());
   if (it == caller_memory_.end()) return;
+  caller_memory_reached_ = t.impl()->storage();
   fail("input " + std::to_string(it->second) + " lies in memory the step also reaches directly (" + use() +
        "): a replay would compute on a copy of the argument, and the two would part, so this call computed on "
        "the copy too. Reach that memory one way only: as the argument, or through the module or closure");

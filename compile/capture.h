@@ -147,6 +147,9 @@ class Capture final : public capture::Observer {
   const std::vector<Condition>& conditions() const { return conditions_; }
   /// The marked layer calls made at the top level, outermost first where they nest.
   const std::vector<Scope>& scopes() const { return scopes_; }
+  /// The argument's own memory that the step also reached directly, when that failed the
+  /// capture (Note [A step's inputs]); empty otherwise.
+  const std::weak_ptr<Storage>& caller_memory_reached() const { return caller_memory_reached_; }
   /// The memory the step's ops allocated at the top level, outside regions, held weakly.
   const std::vector<std::weak_ptr<Storage>>& made() const { return made_; }
 
@@ -166,6 +169,7 @@ class Capture final : public capture::Observer {
   std::set<const void*> condition_keys_;
   std::set<const void*> input_buffer_impls_;  // the buffers of inputs that require grad
   std::map<const Storage*, std::size_t> caller_memory_;  // the arguments' own storages, by first index
+  std::weak_ptr<Storage> caller_memory_reached_;
   std::vector<std::weak_ptr<Storage>> made_;
   std::vector<std::size_t> open_scopes_;  // indices into scopes_ (SIZE_MAX: one not noted)
   capture::Observer* previous_ = nullptr;

@@ -80,8 +80,16 @@ struct CompiledStep::State {
     std::optional<Graph> graph;
     std::optional<OutsideReads> outside;  // the tensors it shares with the world outside
     std::string failure;  // why this kind of call runs eagerly
-    bool matches(const Guard& now) const {
-      return guard == now && std::ranges::all_of(conditions, [](const Condition& holds) { return holds(); });
+    /// Where the failure was an argument over memory the step reaches directly: that memory.
+    /// Only calls passing it again fail so; another call of the kind captures anew.
+    std::optional<std::weak_ptr<Storage>> failed_on_memory;
+    bool matches(const Guard& now, const std::vector<Tensor>& inputs) const {
+      if (guard != now || !std::ranges::all_of(conditions, [](const Condition& holds) { return holds(); })) {
+        return false;
+      }
+      if (!failed_on_memory) return true;
+      const std::shared_ptr<Storage> memory = failed_on_memory->lock();
+      return memory && std::ranges::any_of(inputs, [&](const Tensor& t) { return t.impl()->storage() == memory; });
     }
     /// Whether the graph reads from outside (a parameter, a closure's tensor) memory one of
     /// `inputs` lies in: replayed, it would read that memory where it lies and the argument in
@@ -128,7 +136,8 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
   // (Note [Tensors a step reads from outside]) can never match again.
   if (std::erase_if(s.entries, [&](const State::Entry& e) {
         if (e.guard.requires_grad_changes != guard.requires_grad_changes ||
-            e.guard.held_state_changes != guard.held_state_changes) {
+            e.guard.held_state_changes != guard.held_state_changes ||
+            (e.failed_on_memory && e.failed_on_memory->expired())) {
           return true;
         }
         if (!e.outside) return false;
@@ -146,7 +155,7 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
   }
   bool argument_read_directly = false;
   for (State::Entry& e : s.entries) {
-    if (!e.matches(guard)) continue;
+    if (!e.matches(guard, inputs)) continue;
     if (e.reads_memory_of(inputs)) {
       argument_read_directly = true;
       continue;
@@ -193,6 +202,9 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
       s.eager_reason = capture.failure();
       warn("compiled step runs eagerly: " + capture.failure());
       s.entries.push_back({guard, capture.conditions(), std::nullopt, std::nullopt, capture.failure()});
+      if (const std::weak_ptr<Storage>& memory = capture.caller_memory_reached(); !memory.expired()) {
+        s.entries.back().failed_on_memory = memory;
+      }
       return outputs;
     }
     made = capture.made();

@@ -46,7 +46,8 @@ class Graph;
 //    detach(), a closure's tensor) is found before a replay. Only a first capture meets other
 //    memory reached both ways as the step runs (a kernel, a region or the backward reaching
 //    the argument's own storage); it fails, and since that call already computed on the
-//    copy, its warning says so.
+//    copy, its warning says so. Later calls over that memory run eagerly; calls of the same
+//    kind over other memory capture anew.
 // What a buffer cannot stand in for runs eagerly, said once with the argument's index: an
 // input that requires grad and is not a leaf (eagerly its backward goes on into the graph
 // that made it, outside the step), a leaf with hooks on its gradient (they are the caller's
