@@ -24,6 +24,10 @@ namespace kiln::autograd {
 struct SavedTensorsHooks {
   std::function<std::any(const Tensor&)> pack;
   std::function<Tensor(const std::any&)> unpack;
+  /// Whether pack and unpack only choose among tensors, every value being made by ops (which
+  /// a compiled step's capture records), as checkpointing's do; other hooks' host code (a
+  /// copy kept in a list, a file) makes a step that saves through them run eagerly.
+  bool made_by_ops = false;
 };
 
 /// Installs `hooks` for the tensors saved on this thread while it lives; guards nest, the

@@ -21,9 +21,9 @@ SavedVariable::SavedVariable(const Tensor& t, int output_nr)
   // not the node, so node -> saved output -> node is not a cycle.
   requires_grad_ = t.requires_grad() || (output_nr >= 0 && t.is_floating_point());
   if (const auto& hooks = current_saved_tensors_hooks()) [[unlikely]] {
-    // pack and unpack are host code (a count, a list of offloaded tensors) that a compiled
-    // step's kernel list would not repeat.
-    capture::not_replayable("a saved-tensors hook (autograd::SavedTensorsHooksGuard)");
+    // pack and unpack are host code (a list of offloaded tensors) that a compiled step's
+    // kernel list would not repeat, unless all they do is choose tensors that ops make.
+    if (!hooks->made_by_ops) capture::not_replayable("a saved-tensors hook (autograd::SavedTensorsHooksGuard)");
     hooks_ = hooks;
     packed_ = hooks->pack(t);
   } else {

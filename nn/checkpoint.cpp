@@ -53,22 +53,44 @@ struct RandomState {
   }
 };
 
-/// Sets the generators to `state` for its scope, then puts back the states it found.
+/// Sets the generators to `state` for its scope, then puts back the states it found. Inside a
+/// compiled step's capture the two are regions, so that each replay sets the generators again
+/// (Note [A checkpoint in a compiled step]).
 class RandomStateGuard {
  public:
-  explicit RandomStateGuard(const std::optional<RandomState>& state)
-      : previous_(state ? std::optional(RandomState::now(state->cuda.defined())) : std::nullopt) {
-    if (state) state->restore();
+  explicit RandomStateGuard(const std::shared_ptr<const RandomState>& state) : state_(state) {
+    if (!state_) return;
+    const auto set = [state = state_, previous = previous_] {
+      *previous = RandomState::now(state->cuda.defined());
+      state->restore();
+    };
+    capture::Region region("checkpoint.set_rng_state", set);
+    set();
   }
   ~RandomStateGuard() {
-    if (previous_) previous_->restore();
+    if (!state_) return;
+    const auto put_back = [previous = previous_] { previous->restore(); };
+    capture::Region region("checkpoint.put_back_rng_state", put_back);
+    put_back();
   }
   RandomStateGuard(const RandomStateGuard&) = delete;
   RandomStateGuard& operator=(const RandomStateGuard&) = delete;
 
  private:
-  std::optional<RandomState> previous_;
+  std::shared_ptr<const RandomState> state_;
+  std::shared_ptr<RandomState> previous_ = std::make_shared<RandomState>();
 };
+
+/// The generators' state now, kept where each replay of a compiled step's capture takes it
+/// again (a region); null without preserve_rng_state.
+std::shared_ptr<RandomState> random_state_now(bool preserve_rng_state, bool with_cuda) {
+  if (!preserve_rng_state) return nullptr;
+  auto state = std::make_shared<RandomState>();
+  const auto take = [state, with_cuda] { *state = RandomState::now(with_cuda); };
+  capture::Region region("checkpoint.get_rng_state", take);
+  take();
+  return state;
+}
 
 bool any_on_cuda(const TensorList& tensors) {
   return std::any_of(tensors.begin(), tensors.end(), [](const Tensor& t) { return t.defined() && t.is_cuda(); });
@@ -80,7 +102,7 @@ class CheckpointFrame {
   CheckpointFrame(CheckpointFunction fn, const TensorList& inputs, bool preserve_rng_state)
       : fn_(std::move(fn)),
         inputs_(inputs),
-        random_state_(preserve_rng_state ? std::optional(RandomState::now(any_on_cuda(inputs))) : std::nullopt),
+        random_state_(random_state_now(preserve_rng_state, any_on_cuda(inputs))),
         cpu_autocast_(AutocastState::of(DeviceType::CPU)),
         cuda_autocast_(AutocastState::of(DeviceType::CUDA)) {
     // For a first-order recomputation, new leaves over the inputs' memory: it must not reach
@@ -121,6 +143,7 @@ class CheckpointFrame {
         keep.pack = [saved](const Tensor& t) { saved->push_back(t.detach()); return std::any(saved->size() - 1); };
         keep.unpack = [saved](const std::any& index) { return (*saved)[std::any_cast<std::size_t>(index)]; };
       }
+      keep.made_by_ops = true;
       autograd::SavedTensorsHooksGuard keep_all(std::move(keep));
       RandomStateGuard same_random(random_state_);
       amp::autocast cpu(DeviceType::CPU, cpu_autocast_.enabled, cpu_autocast_.dtype);
@@ -139,7 +162,7 @@ class CheckpointFrame {
   CheckpointFunction fn_;
   TensorList inputs_;       // as given: the recomputation under create_graph runs on them
   TensorList leaf_inputs_;  // new leaves over their memory: a first-order recomputation's
-  std::optional<RandomState> random_state_;  // none without preserve_rng_state
+  std::shared_ptr<const RandomState> random_state_;  // none without preserve_rng_state
   AutocastState cpu_autocast_, cuda_autocast_;
   std::size_t saved_count_ = 0;
   std::shared_ptr<TensorList> recomputed_;  // null until backward first needs it
@@ -150,13 +173,11 @@ class CheckpointFrame {
 
 TensorList checkpoint(const CheckpointFunction& fn, const TensorList& inputs, bool preserve_rng_state) {
   if (!is_grad_enabled()) return fn(inputs);
-  // Restoring the generator's state and recomputing in backward are host decisions a compiled
-  // step's kernel list would not repeat.
-  capture::not_replayable("nn::checkpoint");
   auto frame = std::make_shared<CheckpointFrame>(fn, inputs, preserve_rng_state);
   autograd::SavedTensorsHooksGuard drop_saved({
       .pack = [frame](const Tensor& t) { return frame->pack(t); },
       .unpack = [frame](const std::any& index) { return frame->unpack(index); },
+      .made_by_ops = true,
   });
   return frame->run_first_time(inputs);
 }

@@ -58,6 +58,19 @@ namespace kiln::nn {
 // list, reaching tensors made after a node, would make a cycle through the node). A backward
 // with create_graph after a first-order one recomputes again, with the graph.
 
+// Note [A checkpoint in a compiled step]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A compiled step (compile/compile.h) records a checkpointed region as what it is in kernels:
+// fn's forward, then in the backward, where the first unpack asked for it, fn's forward again,
+// then the backward's kernels reading the recomputed tensors. The hooks' bookkeeping (which
+// saved tensor is which) chose those tensors once, at the capture, and a replay refills them in
+// the same order, so the hooks mark themselves as made by ops. What is not a kernel is the
+// generators' state: it is taken at the first run, set for the recomputation and put back
+// after, each a region (capture::Region), so every replay takes and sets the state of its own
+// step and dropout draws the same mask twice as eagerly. The arena's plan sees a checkpointed
+// activation die at the end of the forward and the recomputed one live from the recomputation
+// on, so the compiled step keeps checkpointing's saving.
+
 using CheckpointFunction = std::function<TensorList(const TensorList& inputs)>;
 
 /// Runs `fn(inputs)` without keeping what its ops save for backward, and recomputes it in
