@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 #include <sstream>
+#include <utility>
 
 #include "autograd/anomaly_mode.h"
 #include "autograd/autocast.h"
@@ -109,6 +110,12 @@ struct CompiledStep::State {
   bool last_replayed = false;
   std::string eager_reason;
   bool warned_full = false;
+  /// Runs the step's body as it is, on the caller's tensors, for `reason`.
+  std::vector<Tensor> run_eagerly(const std::vector<Tensor>& inputs, std::string reason) {
+    eager_reason = std::move(reason);
+    ++stats.eager_calls;
+    return body(inputs);
+  }
   bool warned_argument_read_directly = false;
   bool warned_let_go = false;
 };
@@ -167,30 +174,24 @@ std::vector<Tensor> CompiledStep::operator()(const std::vector<Tensor>& inputs) 
       ++s.stats.replays;
       return e.graph->run(inputs);
     }
-    s.eager_reason = e.failure;
-    ++s.stats.eager_calls;
-    return s.body(inputs);
+    return s.run_eagerly(inputs, e.failure);
   }
   if (s.entries.size() >= s.options.cache_limit) {
-    s.eager_reason = "more than " + std::to_string(s.options.cache_limit) + " kinds of call were compiled";
-    if (!s.warned_full) {
-      warn("compiled step: " + s.eager_reason + "; this one (" + guard.describe() +
-           ") and any further kind run eagerly");
-      s.warned_full = true;
+    const std::string reason = "more than " + std::to_string(s.options.cache_limit) + " kinds of call were compiled";
+    if (!std::exchange(s.warned_full, true)) {
+      warn("compiled step: " + reason + "; this one (" + guard.describe() + ") and any further kind run eagerly");
     }
-    ++s.stats.eager_calls;
-    return s.body(inputs);
+    return s.run_eagerly(inputs, reason);
   }
   if (argument_read_directly) {
     // Known before running it: a capture would compute on a copy of memory the step reaches
     // directly, so the call runs eagerly on the caller's tensors (each such call finds it so).
-    s.eager_reason = "an input lies in memory the step's graph reads directly (a parameter, a tensor its closure "
-                     "holds): a replay would compute on a copy of the argument, and the two would part. Reach "
-                     "that memory one way only: as the argument, or through the module or closure";
-    if (!s.warned_argument_read_directly) warn("compiled step runs eagerly: " + s.eager_reason);
-    s.warned_argument_read_directly = true;
-    ++s.stats.eager_calls;
-    return s.body(inputs);
+    const std::string reason = "an input lies in memory the step's graph reads directly (a parameter, a tensor its "
+                               "closure holds): a replay would compute on a copy of the argument, and the two would "
+                               "part. Reach that memory one way only: as the argument, or through the module or "
+                               "closure";
+    if (!std::exchange(s.warned_argument_read_directly, true)) warn("compiled step runs eagerly: " + reason);
+    return s.run_eagerly(inputs, reason);
   }
   std::vector<Tensor> results;
   std::vector<std::weak_ptr<Storage>> made;
