@@ -886,22 +886,39 @@ TEST_F(CompileTest, ACaptureThatMeetsAnArgumentsMemoryDirectlyFailsAndSaysSo) {
   EXPECT_NE(warnings[0].find("this call computed on the copy too"), std::string::npos) << warnings[0];
 }
 
+/// A training step that calls fc1 and fc2 as modules (operator(), so that their hooks run).
+Tensor step_through_module_calls(testing::Trainer<SmallMlp>& t, const Tensor& x, const Tensor& y) {
+  t.opt->zero_grad();
+  Tensor loss = cross_entropy((*t.model->fc2)((*t.model->fc1)(x).relu()), y);
+  loss.backward();
+  t.opt->step();
+  return loss;
+}
+
+/// Three steps of `step` on new Float64 batches, each expected to give the loss `eager` gives on
+/// the same batch; returns the warnings the compiled calls gave.
+template <class Step>
+std::vector<std::string> three_steps_as_eager(testing::Trainer<SmallMlp>& eager, Step& step) {
+  std::vector<std::string> warnings;
+  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  for (int i = 0; i < 3; ++i) {
+    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
+    const double expected = eager.step(x, y).template item<double>();
+    EXPECT_DOUBLE_EQ(step(x, y).template item<double>(), expected) << "step " << i;
+  }
+  set_warning_handler(previous);
+  return warnings;
+}
+
 TEST_F(CompileTest, AStepThatReadsAComputedValueOnTheHostRunsEagerlyAndSaysWhere) {
   testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
   double seen = 0.0;
-  std::vector<std::string> warnings;
-  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
   auto step = compile([&](const Tensor& x, const Tensor& y) {
     Tensor loss = compiled.step(x, y);
     seen += loss.item<double>();  // frozen at the first step's value if it were replayed
     return loss;
   });
-  for (int i = 0; i < 3; ++i) {
-    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
-    const double expected = eager.step(x, y).template item<double>();
-    EXPECT_DOUBLE_EQ(step(x, y).item<double>(), expected);
-  }
-  set_warning_handler(previous);
+  const std::vector<std::string> warnings = three_steps_as_eager(eager, step);
   EXPECT_FALSE(step.last_call_replayed());
   EXPECT_EQ(step.stats().eager_calls, 2);
   ASSERT_EQ(warnings.size(), 1u);
@@ -917,21 +934,8 @@ TEST_F(CompileTest, AStepWithAModuleHookRunsEagerlyAndSaysWhy) {
   int fired = 0;
   nn::RemovableHandle hook = compiled.model->fc1->register_forward_hook(
       [&fired](nn::Module&, const TensorList&, const TensorList&) { ++fired; });
-  std::vector<std::string> warnings;
-  const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    compiled.opt->zero_grad();
-    Tensor loss = cross_entropy((*compiled.model->fc2)((*compiled.model->fc1)(x).relu()), y);
-    loss.backward();
-    compiled.opt->step();
-    return loss;
-  });
-  for (int i = 0; i < 3; ++i) {
-    const Tensor x = randn({6, 12}, TensorOptions().dtype(kFloat64)), y = randint(0, 3, {6});
-    const double expected = eager.step(x, y).template item<double>();
-    EXPECT_DOUBLE_EQ(step(x, y).item<double>(), expected);
-  }
-  set_warning_handler(previous);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return step_through_module_calls(compiled, x, y); });
+  const std::vector<std::string> warnings = three_steps_as_eager(eager, step);
   EXPECT_FALSE(step.last_call_replayed());
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("a module hook (Linear) at hooks.cpp:"), std::string::npos) << warnings[0];
@@ -981,13 +985,7 @@ TEST_F(CompileTest, AHookRegisteredAfterTheCaptureRunsAndItsRemovalReplaysAgain)
   // Without a condition on the hooks, the replay would skip a hook registered after the capture
   // (Note [What a graph assumed of its modules]).
   testing::Trainer<SmallMlp> eager(2, kFloat64, false), compiled(2, kFloat64, false);
-  auto step = compile([&](const Tensor& x, const Tensor& y) {
-    compiled.opt->zero_grad();
-    Tensor loss = cross_entropy((*compiled.model->fc2)((*compiled.model->fc1)(x).relu()), y);
-    loss.backward();
-    compiled.opt->step();
-    return loss;
-  });
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return step_through_module_calls(compiled, x, y); });
   std::vector<std::string> warnings;
   const WarningHandler previous = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
   int fired = 0;
