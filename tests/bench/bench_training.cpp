@@ -11,7 +11,8 @@
 //     convolution forward + backward).
 //   - the compiled steps and their floors (the raw layers, the raw GEMMs, the Float32 step
 //     against the BFloat16 one) timed turn by turn in one benchmark, for their ratios
-//     (tests/bench/interleaved.h: BM_*Over*).
+//     (tests/bench/interleaved.h: BM_*Over*), and the CNN step's capturing call beside an
+//     eager step.
 // Counters: oneDNN primitives built and fallbacks per step (both 0 at steady state), CPU
 // cache misses per step.
 //   build/tests/bench/bench_training --benchmark_filter='Step|Peak'
@@ -134,6 +135,25 @@ void BM_CnnStepCompiledFloat32OverBFloat16(benchmark::State& state) {
   bench::run_interleaved(state, [&] { float32(); }, [&] { bfloat16(); }, "float32", "bfloat16");
 }
 BENCHMARK(BM_CnnStepCompiledFloat32OverBFloat16)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The capturing call of the compiled CNN step (a new kiln::compile each time: the step run
+// eagerly while recorded, the passes, the arena's plan) and an eager step, turn by turn:
+// capture_ms is what the first call of `train_cnn --compile` costs (issue target < 500 ms),
+// ratio = capture over eager.
+void BM_CnnStepCaptureOverEager(benchmark::State& state) {
+  manual_seed(0);
+  const Tensor x = rand({128, 1, 28, 28}), y = randint(0, 10, {128});
+  examples::Cnn captured_model, eager_model;
+  bench::SgdTrainingStep eager(eager_model, x, y, {});
+  bench::run_interleaved(
+      state,
+      [&] {
+        bench::SgdTrainingStep fresh(captured_model, x, y, {.compiled = true});
+        fresh();
+      },
+      [&] { eager(); }, "capture", "eager");
+}
+BENCHMARK(BM_CnnStepCaptureOverEager)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_MlpStepCompiled(benchmark::State& state) {
   manual_seed(0);
