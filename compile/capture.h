@@ -53,7 +53,9 @@ namespace kiln::compiler {
 //    parameter, a hook added to or removed from a parameter's gradient) makes it stale: the
 //    next call captures again (capture::held_state_changed).
 // Numbers the step computes on the host (x * 0.5, a dropout probability) become constants of
-// the graph, as in tinygrad's TinyJit; ones that change must live in tensors or in a region.
+// the graph, as in tinygrad's TinyJit, and branches on host values (a counter deciding every
+// fourth call to step the optimizer) are taken once; what changes must live in tensors or in a
+// region, or outside the compiled function.
 // Tensors from outside the step are read where they lie (Note [Tensors a step reads from
 // outside], compile/outside_reads.h).
 // The step's random kernels are called again at every replay, so they draw fresh numbers from
