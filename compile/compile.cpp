@@ -110,14 +110,15 @@ struct CompiledStep::State {
   bool last_replayed = false;
   std::string eager_reason;
   bool warned_full = false;
+  bool warned_argument_read_directly = false;
+  bool warned_let_go = false;
+
   /// Runs the step's body as it is, on the caller's tensors, for `reason`.
   std::vector<Tensor> run_eagerly(const std::vector<Tensor>& inputs, std::string reason) {
     eager_reason = std::move(reason);
     ++stats.eager_calls;
     return body(inputs);
   }
-  bool warned_argument_read_directly = false;
-  bool warned_let_go = false;
 };
 
 CompiledStep::CompiledStep(Body body, CompileOptions options) : state_(std::make_unique<State>()) {

@@ -29,9 +29,9 @@ bool same_geometry(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-std::string parameter_name(const Tensor& t) {
+std::string_view parameter_name(const Tensor& t) {
   const AutogradMeta* meta = t.impl()->autograd_meta_if_exists();
-  return meta == nullptr ? std::string() : meta->name;
+  return meta == nullptr ? std::string_view() : std::string_view(meta->name);
 }
 
 bool has_grad_hooks(const Tensor& leaf) {
@@ -45,8 +45,8 @@ std::string inputs_not_replayable(const std::vector<Tensor>& inputs) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
     const std::string which = "input " + std::to_string(i);
-    if (const std::string name = parameter_name(x); !name.empty()) {
-      return which + " is the parameter " + name + " itself, which the step's module and optimizer reach "
+    if (const std::string_view name = parameter_name(x); !name.empty()) {
+      return which + " is the parameter " + std::string(name) + " itself, which the step's module and optimizer reach "
              "directly: a replay would compute on a copy of it, and the two would part; read it through its "
              "module instead of passing it";
     }

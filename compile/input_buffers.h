@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -53,8 +54,9 @@ class Graph;
 // that made it, outside the step), a leaf with hooks on its gradient (they are the caller's
 // tensor's, and a replay would not run them), and memory the step also reaches directly.
 
-/// The module name of a registered parameter ("encoder.norm.weight"), "" for any other tensor.
-std::string parameter_name(const Tensor& t);
+/// The module name of a registered parameter ("encoder.norm.weight"), "" for any other tensor;
+/// it lives as long as the tensor's autograd metadata.
+std::string_view parameter_name(const Tensor& t);
 
 /// Whether `leaf` has hooks on its gradient (register_hook, register_post_accumulate_grad_hook).
 bool has_grad_hooks(const Tensor& leaf);

@@ -60,6 +60,7 @@ class RandomStateGuard {
  public:
   explicit RandomStateGuard(const std::shared_ptr<const RandomState>& state) : state_(state) {
     if (!state_) return;
+    previous_ = std::make_shared<RandomState>();
     const auto set = [state = state_, previous = previous_] {
       *previous = RandomState::now(state->cuda.defined());
       state->restore();
@@ -78,7 +79,7 @@ class RandomStateGuard {
 
  private:
   std::shared_ptr<const RandomState> state_;
-  std::shared_ptr<RandomState> previous_ = std::make_shared<RandomState>();
+  std::shared_ptr<RandomState> previous_;  // what the generators held before; null without a state
 };
 
 /// The generators' state now, kept where each replay of a compiled step's capture takes it
