@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
     f.add("--hidden", c.shape.hidden, "LSTM hidden size (lstm)")->check(integer(1, 1 << 16));
     f.add("--dropout", c.shape.dropout, "dropout in the layers")->check(number(0, 0.99));
     f.add("--lr", c.lr, "AdamW's peak learning rate")->check(number(0, 1000, /*exclusive_lo=*/true));
+    f.add("--lr-end", c.lr_end, "the learning rate the cosine schedule ends at, as a fraction of --lr")
+        ->check(number(0, 1));
+    f.add("--weight-decay", c.weight_decay, "AdamW's decoupled weight decay")->check(number(0, 1000));
     f.add("--eval-every", c.eval_every, "steps between validations")->check(integer(1, 1'000'000'000'000));
     f.add("--seed", c.seed, "seed for initialisation, batches and sampling")
         ->check(integer(0, std::numeric_limits<std::int64_t>::max()));

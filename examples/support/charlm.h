@@ -289,7 +289,8 @@ inline std::shared_ptr<CharModel> make_char_model(const CharModelShape& s) {
 struct CharLmConfig {
   CharModelShape shape;
   std::int64_t batch_size = 16;
-  double lr = 6e-3;              // AdamW's peak; warm-up, then a cosine decay to a tenth over the budget
+  double lr = 6e-3;              // AdamW's peak; warm-up, then a cosine decay over the budget
+  double lr_end = 0.1;           // where the cosine ends, as a fraction of the peak
   std::int64_t warmup_steps = 50;
   double weight_decay = 0.01;
   double clip = 1.0;             // gradient norm
@@ -454,6 +455,15 @@ inline void export_charlm(CharModel& model, const CharLmConfig& c, const CharVoc
   }
 }
 
+/// The learning rate of step `step` (from 0), `done` of the budget (time or steps) spent: a
+/// linear warm-up over warmup_steps, then a cosine from the peak down to lr_end of it.
+inline double scheduled_lr(const CharLmConfig& c, std::int64_t step, double done) {
+  const double warm = std::min(1.0, static_cast<double>(step + 1) /
+                                        static_cast<double>(std::max<std::int64_t>(c.warmup_steps, 1)));
+  const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(done, 1.0)));
+  return c.lr * warm * (c.lr_end + (1.0 - c.lr_end) * cosine);
+}
+
 /// Trains a new model on `text` for the configured budget, validating every `eval_every`
 /// steps and at the end; writes the log and the checkpoint when asked.
 inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const std::string& text, CharLmConfig c) {
@@ -510,12 +520,9 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
   Progress progress = stretch();
   StepProfiler profile(c.profile_dir, c.profile_with_stack);
   while ((c.max_steps == 0 || step < c.max_steps) && (c.seconds <= 0 || elapsed() < c.seconds)) {
-    // Warm-up, then a cosine from the peak to a tenth of it over the budget (time or steps).
     const double done = c.max_steps > 0 ? static_cast<double>(step) / static_cast<double>(c.max_steps)
                                         : elapsed() / c.seconds;
-    const double warm = std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(std::max<std::int64_t>(c.warmup_steps, 1)));
-    optimizer.param_groups()[0].options->lr =
-        c.lr * warm * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(done, 1.0))));
+    optimizer.param_groups()[0].options->lr = scheduled_lr(c, step, done);
     std::vector<std::size_t> starts(static_cast<std::size_t>(c.batch_size));
     for (std::size_t& s : starts) s = start_of(rng);
     const auto [x, y] = windows(corpus.train, starts, c.shape.context, c.device);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numbers>
 
 #include "../../examples/support/charlm.h"
 
@@ -49,6 +50,21 @@ TEST(CharLm, BothModelsLearnTheTextFarBelowTheUniformGuess) {
     // Words of 1-3 letters from ten: the first letter carries most of the surprise.
     EXPECT_LT(result.final_val_bpc, 0.55 * uniform) << kind << ": " << result.final_val_bpc;
   }
+}
+
+TEST(CharLm, TheLearningRateWarmsUpThenFollowsACosineDownToItsEnd) {
+  CharLmConfig c;
+  c.lr = 4e-3;
+  c.warmup_steps = 50;
+  c.lr_end = 0.1;
+  EXPECT_DOUBLE_EQ(scheduled_lr(c, 0, 0.0), 4e-3 / 50);
+  EXPECT_DOUBLE_EQ(scheduled_lr(c, 49, 0.01), 4e-3 * (0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.01))));
+  EXPECT_DOUBLE_EQ(scheduled_lr(c, 5000, 0.5), 4e-3 * 0.55);
+  EXPECT_DOUBLE_EQ(scheduled_lr(c, 9000, 1.0), 4e-4);
+  EXPECT_DOUBLE_EQ(scheduled_lr(c, 9001, 1.2), 4e-4);  // a time budget overrun stays at the end
+  c.lr_end = 0.0;
+  EXPECT_DOUBLE_EQ(scheduled_lr(c, 9000, 1.0), 0.0);
+  EXPECT_DOUBLE_EQ(scheduled_lr(c, 5000, 0.5), 2e-3);
 }
 
 // --checkpoint-activations changes where the memory goes, not what is learnt: gradients are
