@@ -157,15 +157,28 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
     mask = mask.defined() ? mask + padding : padding;
   }
 
-  // Projections, then heads: [L, N, E] -> [N * heads, L, head_dim].
-  const TensorList w = in_proj_weight.chunk(3, 0);
-  const TensorList b = in_proj_bias.defined() ? in_proj_bias.chunk(3, 0) : TensorList{Tensor(), Tensor(), Tensor()};
+  // Projections, then heads: [L, N, E] -> [N * heads, L, head_dim]. What one tensor feeds is
+  // projected in one product, as PyTorch's _in_projection_packed does: self-attention with the
+  // whole in_proj_weight (3 * E outputs where three products would each read the input, and in
+  // backward one product for the input's gradient where three would be summed), key and value
+  // of one memory with its last two thirds.
+  TensorList projected;
+  if (query_in.is_same(key_in) && key_in.is_same(value_in)) {
+    projected = linear(query, in_proj_weight, in_proj_bias).chunk(3, -1);
+  } else if (key_in.is_same(value_in)) {
+    const TensorList w = in_proj_weight.split({embed_dim, 2 * embed_dim});
+    const TensorList b = in_proj_bias.defined() ? in_proj_bias.split({embed_dim, 2 * embed_dim}) : TensorList(2);
+    projected = linear(key, w[1], b[1]).chunk(2, -1);
+    projected.insert(projected.begin(), linear(query, w[0], b[0]));
+  } else {
+    const TensorList w = in_proj_weight.chunk(3, 0);
+    const TensorList b = in_proj_bias.defined() ? in_proj_bias.chunk(3, 0) : TensorList(3);
+    projected = {linear(query, w[0], b[0]), linear(key, w[1], b[1]), linear(value, w[2], b[2])};
+  }
   auto heads = [&](const Tensor& x, std::int64_t length) {
     return x.contiguous().view({length, N * num_heads, head_dim}).transpose(0, 1);
   };
-  const Tensor q = heads(linear(query, w[0], b[0]), L);
-  const Tensor k = heads(linear(key, w[1], b[1]), S);
-  const Tensor v = heads(linear(value, w[2], b[2]), S);
+  const Tensor q = heads(projected[0], L), k = heads(projected[1], S), v = heads(projected[2], S);
   const double dropout_p = is_training() ? options.dropout : 0.0;
 
   Tensor attended, weights;

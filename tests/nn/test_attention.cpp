@@ -139,6 +139,37 @@ TEST(MultiheadAttention, UnbatchedInputAndGradcheck) {
       [&](const TensorList& in) { return std::get<0>(mha.forward(in[0], in[0], in[0], {}, false, causal)); }, {seq}));
 }
 
+// One tensor as query, key and value, or as key and value, is projected in one product
+// (PyTorch's _in_projection_packed); the output and every gradient are those of three products.
+TEST(MultiheadAttention, PackedProjectionsEqualThreeProductsAndPassGradcheck) {
+  manual_seed(0);
+  nn::MultiheadAttention mha(6, 3, {.batch_first = true});
+  mha.to(kFloat64);
+  const Tensor x = randn({2, 4, 6}, kF64.requires_grad(true)), memory = randn({2, 5, 6}, kF64.requires_grad(true));
+  const Tensor causal = nn::generate_square_subsequent_mask(4, kF64);
+  // Views of the same data are other tensors: they take the three products.
+  const std::vector<std::pair<TensorList, TensorList>> calls = {
+      {{x, x, x}, {x, x.view_as(x), x.view_as(x)}}, {{x, memory, memory}, {x, memory, memory.view_as(memory)}}};
+  for (const auto& [packed, apart] : calls) {
+    TensorList grads[2];
+    Tensor outs[2];
+    for (int i = 0; i < 2; ++i) {
+      const TensorList& in = i == 0 ? packed : apart;
+      mha.zero_grad();
+      outs[i] = std::get<0>(mha.forward(in[0], in[1], in[2], {}, false, in[1].size(1) == 4 ? causal : Tensor()));
+      grads[i] = autograd::grad({(outs[i] * outs[i]).sum()}, {x, memory, mha.in_proj_weight, mha.in_proj_bias},
+                                {}, std::nullopt, false, /*allow_unused=*/true);
+    }
+    EXPECT_TRUE(testing::tensors_near(outs[0], outs[1], 1e-14));
+    for (std::size_t g = 0; g < grads[0].size(); ++g) {
+      ASSERT_EQ(grads[0][g].defined(), grads[1][g].defined()) << g;
+      if (grads[0][g].defined()) EXPECT_TRUE(testing::tensors_near(grads[0][g], grads[1][g], 1e-13)) << g;
+    }
+  }
+  EXPECT_TRUE(autograd::gradcheck(
+      [&](const TensorList& in) { return std::get<0>(mha.forward(in[0], in[1], in[1])); }, {x, memory}));
+}
+
 TEST(MultiheadAttention, BadShapesGetPyTorchsErrors) {
   EXPECT_ERROR(nn::MultiheadAttention(10, 3), "embed_dim must be divisible by num_heads");
   nn::MultiheadAttention mha(8, 2);
