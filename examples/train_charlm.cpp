@@ -38,9 +38,10 @@ int main(int argc, char** argv) {
     f.add("--heads", c.shape.heads, "attention heads (transformer; they divide --width)")->check(integer(1, 1024));
     f.add("--hidden", c.shape.hidden, "LSTM hidden size (lstm)")->check(integer(1, 1 << 16));
     f.add("--dropout", c.shape.dropout, "dropout in the layers")->check(number(0, 0.99));
-    std::ostringstream lstm_lr;
-    lstm_lr << "AdamW's peak learning rate (the LSTM's default: " << default_lr("lstm") << ")";
-    CLI::Option* lr = f.add("--lr", c.lr, lstm_lr.str())->check(number(0, 1000, /*exclusive_lo=*/true));
+    std::ostringstream lr_help;
+    lr_help << "AdamW's peak learning rate (default: " << default_lr("transformer") << " for the Transformer, "
+            << default_lr("lstm") << " for the LSTM)";
+    f.add("--lr", c.lr, lr_help.str())->check(number(0, 1000, /*exclusive_lo=*/true));
     f.add("--lr-end", c.lr_end, "the learning rate the cosine schedule ends at, as a fraction of --lr")
         ->check(number(0, 1));
     f.add("--weight-decay", c.weight_decay, "AdamW's decoupled weight decay")->check(number(0, 1000));
@@ -86,7 +87,6 @@ int main(int argc, char** argv) {
       throw FlagError("--width " + std::to_string(c.shape.width) + " must be divisible by --heads " +
                       std::to_string(c.shape.heads) + " (each head takes an equal share of the width)");
     }
-    if (lr->count() == 0) c.lr = default_lr(c.shape.kind);
     if (threads > 0) set_num_threads(threads);
     c.seconds = c.max_steps > 0 ? 0 : minutes * 60;
 

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <numbers>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -293,7 +294,7 @@ inline double default_lr(const std::string& kind) { return kind == "lstm" ? 6e-3
 struct CharLmConfig {
   CharModelShape shape;
   std::int64_t batch_size = 16;
-  double lr = default_lr("transformer");  // warm-up, then a cosine decay over the budget
+  std::optional<double> lr;      // AdamW's peak (unset: the model's, default_lr); warm-up, then a cosine decay
   double lr_end = 0.1;           // where the cosine ends, as a fraction of the peak
   std::int64_t warmup_steps = 50;
   double weight_decay = 0.01;
@@ -314,6 +315,9 @@ struct CharLmConfig {
   bool checkpoint_activations = false;  // recompute each Transformer layer in backward
   std::string profile_dir;  // --profile: steps 3-5 into this folder (examples/support/step_profiler.h; "" = none)
   bool profile_with_stack = false;  // --profile-with-stack: each op's call stack too
+
+  /// The peak learning rate: --lr, or the model's own.
+  double peak_lr() const { return lr.value_or(default_lr(shape.kind)); }
 };
 
 struct CharLmResult {
@@ -465,7 +469,7 @@ inline double scheduled_lr(const CharLmConfig& c, std::int64_t step, double done
   const double warm = std::min(1.0, static_cast<double>(step + 1) /
                                         static_cast<double>(std::max<std::int64_t>(c.warmup_steps, 1)));
   const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(done, 1.0)));
-  return c.lr * warm * (c.lr_end + (1.0 - c.lr_end) * cosine);
+  return c.peak_lr() * warm * (c.lr_end + (1.0 - c.lr_end) * cosine);
 }
 
 /// Trains a new model on `text` for the configured budget, validating every `eval_every`
@@ -479,7 +483,7 @@ inline std::pair<std::shared_ptr<CharModel>, CharLmResult> train_charlm(const st
     transformer->checkpoint_activations = c.checkpoint_activations;
   }
   model->to(c.device);
-  optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.peak_lr()).weight_decay(c.weight_decay));
   std::ofstream log;
   if (!c.log.empty()) {
     log.open(c.log, std::ios::trunc);

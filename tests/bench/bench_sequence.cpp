@@ -174,7 +174,7 @@ struct CharLmTraining {
     return examples::make_char_model(c.shape);
   }
   static optim::AdamWOptions adamw(const examples::CharLmConfig& c) {
-    return optim::AdamWOptions(c.lr).weight_decay(c.weight_decay);
+    return optim::AdamWOptions(c.peak_lr()).weight_decay(c.weight_decay);
   }
 };
 

@@ -52,6 +52,16 @@ TEST(CharLm, BothModelsLearnTheTextFarBelowTheUniformGuess) {
   }
 }
 
+TEST(CharLm, EachModelHasItsOwnPeakLearningRateUnlessOneIsGiven) {
+  CharLmConfig c;
+  EXPECT_EQ(c.peak_lr(), 4e-3);
+  c.shape.kind = "lstm";
+  EXPECT_EQ(c.peak_lr(), 6e-3);
+  c.lr = 1e-3;
+  EXPECT_EQ(c.peak_lr(), 1e-3);
+  EXPECT_DOUBLE_EQ(scheduled_lr(c, 100, 0.0), 1e-3);
+}
+
 TEST(CharLm, TheLearningRateWarmsUpThenFollowsACosineDownToItsEnd) {
   CharLmConfig c;
   c.lr = 4e-3;
