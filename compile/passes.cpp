@@ -40,6 +40,9 @@ const std::vector<Pass>& all_passes() {
       {"fuse_attention", &fuse_attention,
        "scaled dot-product attention's products, scale, mask and softmax as one kernel forward and one "
        "backward, a head at a time in cache (sums in the products' own order)"},
+      {"read_heads_in_place", &read_heads_in_place,
+       "the fused attention kernels read q, k and v where the packed projection wrote them and write their "
+       "gradients where the cat puts them: MultiheadAttention's copies of the heads and the cat leave the step"},
       {"fuse_elementwise_chains", &fuse_elementwise_chains,
        "a run of elementwise ops, each reading only the one before (attention's scale and mask, a sum of "
        "gradients), as one pass over the elements"},

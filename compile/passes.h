@@ -49,6 +49,10 @@ void fold_constants(Graph& g);
 /// Attention's products, scale, mask and softmax as one kernel forward and one backward
 /// (Note [Attention as one kernel]).
 void fuse_attention(Graph& g);
+/// The fused attention kernels read q, k and v where the packed projection wrote them and write
+/// their gradients into the cat's result: the copies and the cat go (Note [Heads read where the
+/// projection wrote them]).
+void read_heads_in_place(Graph& g);
 /// A run of elementwise ops, each the only reader of the one before, becomes one kernel that
 /// takes each element through all of them (Note [Elementwise chains in one pass]).
 void fuse_elementwise_chains(Graph& g);

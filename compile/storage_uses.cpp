@@ -2,7 +2,9 @@
 // compile/storage_uses.h).
 #include "compile/storage_uses.h"
 
+#include <optional>
 #include <utility>
+#include <vector>
 
 namespace kiln::compiler {
 
@@ -145,6 +147,70 @@ Tensor with_geometry(std::shared_ptr<Storage> storage, const Tensor& like, Prove
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), Shape(l.sizes().begin(), l.sizes().end()),
                                              Shape(l.strides().begin(), l.strides().end()), l.storage_offset(),
                                              l.dtype(), AutogradTerms{}, provenance));
+}
+
+std::optional<Tensor> compose_view(const Tensor& a, const Tensor& y, const Tensor& x) {
+  if (storage_of(a) != storage_of(y) || a.dtype() != y.dtype() || x.dtype() != y.dtype() || !y.is_contiguous() ||
+      x.sizes() != y.sizes()) {
+    return std::nullopt;
+  }
+  const IntArrayRef sizes = y.sizes(), y_strides = y.strides(), x_strides = x.strides();
+  const auto dims = static_cast<std::int64_t>(sizes.size());
+  // Where a starts, as an index of y.
+  std::int64_t rest = a.impl()->storage_offset() - y.impl()->storage_offset();
+  if (rest < 0 || (a.numel() > 0 && rest >= y.numel())) return std::nullopt;
+  std::vector<std::int64_t> start(sizes.size());
+  for (std::int64_t j = 0; j < dims; ++j) {
+    start[j] = rest / y_strides[j];
+    rest %= y_strides[j];
+  }
+  // Each dim of a as pieces, outer first: (count, step in dim j of y, j), or a count with no step.
+  struct Piece {
+    std::int64_t count, step, dim;
+  };
+  std::vector<Piece> pieces;
+  std::vector<std::int64_t> reach(start.begin(), start.end());  // the largest index each dim of y takes
+  for (std::int64_t i = 0; i < a.dim(); ++i) {
+    std::int64_t count = a.sizes()[i];
+    const std::int64_t stride = a.strides()[i];
+    if (count == 1 || stride == 0) {
+      pieces.push_back({count, 0, -1});
+      continue;
+    }
+    if (stride < 0) return std::nullopt;
+    // The outermost dim of y whose stride divides a's: a's dim steps through it `step` at a time.
+    std::int64_t j = 0;
+    while (stride % y_strides[j] != 0) ++j;
+    std::int64_t step = stride / y_strides[j];
+    std::vector<Piece> inner_first;
+    while (start[j] + (count - 1) * step >= sizes[j]) {
+      // Past the end of dim j it carries into the dim outside: split where it wraps.
+      if (j == 0 || sizes[j] % step != 0 || count % (sizes[j] / step) != 0 || start[j] >= step) return std::nullopt;
+      const std::int64_t within = sizes[j] / step;
+      inner_first.push_back({within, step, j});
+      count /= within;
+      step = 1;
+      --j;
+    }
+    inner_first.push_back({count, step, j});
+    for (auto p = inner_first.rbegin(); p != inner_first.rend(); ++p) {
+      pieces.push_back(*p);
+      reach[p->dim] += (p->count - 1) * p->step;
+    }
+  }
+  // Every element's index of y is then the pieces' sum, dim by dim, with nothing carried.
+  for (std::int64_t j = 0; j < dims; ++j) {
+    if (reach[j] >= sizes[j]) return std::nullopt;
+  }
+  Shape out_sizes, out_strides;
+  for (const Piece& p : pieces) {
+    out_sizes.push_back(p.count);
+    out_strides.push_back(p.dim < 0 ? 0 : p.step * x_strides[p.dim]);
+  }
+  std::int64_t offset = x.impl()->storage_offset();
+  for (std::int64_t j = 0; j < dims; ++j) offset += start[j] * x_strides[j];
+  return Tensor(std::make_shared<TensorImpl>(x.impl()->storage(), std::move(out_sizes), std::move(out_strides), offset,
+                                             x.dtype(), AutogradTerms{}, Provenance{TensorOrigin::View, "compile", {}}));
 }
 
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last) {

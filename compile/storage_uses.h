@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <type_traits>
 #include <utility>
@@ -106,6 +107,12 @@ void apply_swaps(Graph& g, const std::vector<StorageSwap>& swaps);
 Tensor with_geometry(const Tensor& over, const Tensor& like);
 /// The same over `storage`, its origin `provenance`.
 Tensor with_geometry(std::shared_ptr<Storage> storage, const Tensor& like, Provenance provenance);
+
+/// `a`, a view of contiguous `y`'s elements, as a view of the same elements of `x` (y's sizes,
+/// any strides): the element a reaches at each index is x's at the place y's takes in y. A dim
+/// of `a` that walks across a dim of y's (heads of [L, N·H, D] over [L, N, E]) becomes two or
+/// more dims, outer first. Nothing when `a` leaves y or does not step through it evenly.
+std::optional<Tensor> compose_view(const Tensor& a, const Tensor& y, const Tensor& x);
 
 /// Whether any node strictly between `first` and `last` reads or writes storage `s`.
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last);

@@ -206,7 +206,9 @@ struct LayerNormKernels {
 // [B, L, S] (contiguous) = softmax(q kᵀ · scale + mask) along S, out [B, L, D] = probs v; the
 // backward writes grad_q, grad_k and grad_v from grad_out and the forward's probs. scale is a
 // 0-dim tensor of q's dtype; mask is undefined or a [B, L, S] view (broadcast strides allowed);
-// every [.., D] operand and the mask have contiguous rows (last stride 1). Optional: made only
+// every [.., D] operand and the mask have contiguous rows (last stride 1). q, k, v, out, grad_out
+// and the gradients may instead be [B1, B2, rows, D] with B1 · B2 = B (head b = b1 · B2 + b2):
+// heads interleaved in rows that no single batch stride reaches. Optional: made only
 // by fuse_attention in a compiled step (Note [Attention a head at a time] in core/cpu/attention.cpp).
 struct AttentionKernels {
   using Forward = void (*)(const Tensor& out, const Tensor& probs, const Tensor& q, const Tensor& k, const Tensor& v,

@@ -211,7 +211,9 @@ void product(Operand<T> a, std::int64_t m, const T* b, std::int64_t b_row, std::
   }
 }
 
-/// A head's [rows, D] operand with contiguous rows: head b of a [B, rows, D] tensor.
+/// A head's [rows, D] operand with contiguous rows: head b of a [B, rows, D] tensor, or of a
+/// [B1, B2, rows, D] one whose heads b = b1 · B2 + b2 no single stride reaches (Note [Heads read
+/// where the projection wrote them] in compile/passes/fuse_attention.cpp).
 template <class T>
 struct Head {
   T* data;
@@ -219,6 +221,10 @@ struct Head {
 };
 template <class T>
 Head<T> head(const Tensor& t, std::int64_t b) {
+  if (t.dim() == 4) {
+    const std::int64_t inner = t.sizes()[1];
+    return {t.data_ptr<T>() + b / inner * t.strides()[0] + b % inner * t.strides()[1], t.strides()[2]};
+  }
   return {t.data_ptr<T>() + b * t.strides()[0], t.strides()[1]};
 }
 
@@ -246,7 +252,9 @@ struct Sizes {
   std::int64_t heads, L, S, D;
 };
 Sizes sizes_of(const Tensor& q, const Tensor& k) {
-  return {q.sizes()[0], q.sizes()[1], k.sizes()[1], q.sizes()[2]};
+  const std::int64_t rows = q.dim() - 2;  // [.., L, D]: the heads are the dims before
+  return {q.dim() == 4 ? q.sizes()[0] * q.sizes()[1] : q.sizes()[0], q.sizes()[rows], k.sizes()[k.dim() - 2],
+          q.sizes()[rows + 1]};
 }
 
 /// Which part of a head's [L, S] scores can be nonzero: row i's first live[i] columns, a whole
