@@ -86,8 +86,10 @@ bool read_past_copy(Graph& g, std::size_t n, std::map<const Storage*, StorageUse
   for (std::size_t r : u.reads) {
     if (!attention_call(g.nodes[r])) return false;
   }
-  // The source keeps the copied values until the last of them has read it.
-  if (written_between(uses[storage_of(src)], n, u.reads.back() + 1)) return false;
+  // The source keeps the copied values until the last of them has read it (and is a value of
+  // the step's own, which no region or caller changes in between).
+  const StorageUses& source = uses[storage_of(src)];
+  if (source.pinned || written_between(source, n, u.reads.back() + 1)) return false;
   const auto retargets = composed_arguments(g, u.reads, dst, src, /*reads_only=*/true);
   if (!retargets) return false;
   assign(*retargets);
