@@ -209,8 +209,9 @@ std::optional<Tensor> compose_view(const Tensor& a, const Tensor& y, const Tenso
   }
   std::int64_t offset = x.impl()->storage_offset();
   for (std::int64_t j = 0; j < dims; ++j) offset += start[j] * x_strides[j];
-  return Tensor(std::make_shared<TensorImpl>(x.impl()->storage(), std::move(out_sizes), std::move(out_strides), offset,
-                                             x.dtype(), AutogradTerms{}, Provenance{TensorOrigin::View, "compile", {}}));
+  return Tensor(std::make_shared<TensorImpl>(x.impl()->storage(), std::move(out_sizes), std::move(out_strides),
+                                             offset, x.dtype(), AutogradTerms{},
+                                             Provenance{TensorOrigin::View, "compile", {}}));
 }
 
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last) {

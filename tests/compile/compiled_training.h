@@ -125,4 +125,21 @@ CompiledRun train_compiled(const std::string& passes, DType dtype, const Shape& 
   return run;
 }
 
+/// A Transformer layer (packed self-attention under a causal mask, 2 heads) and a classifier:
+/// what the attention passes' tests train.
+struct TinyTransformer : nn::Module {
+  explicit TinyTransformer(double dropout = 0.0) : Module("TinyTransformer") {
+    layer = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
+                                         16, 2, nn::TransformerEncoderLayerArgs{.dim_feedforward = 24,
+                                                                                .dropout = dropout}));
+    head = register_module("head", std::make_shared<nn::Linear>(16, 5));
+  }
+  Tensor forward(const Tensor& x) override {  // x [L, N, 16] -> [L, 5]
+    const std::int64_t L = x.size(0);
+    const Tensor mask = triu(ones({L, L}, TensorOptions().dtype(kBool)), 1);
+    return head->forward(layer->forward(x, mask).mean({1}));
+  }
+  std::shared_ptr<nn::TransformerEncoderLayer> layer;
+  std::shared_ptr<nn::Linear> head;
+};
 }  // namespace kiln::testing

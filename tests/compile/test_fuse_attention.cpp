@@ -184,23 +184,8 @@ TEST(AttentionKernels, ComputeARowTheMaskHidesWholeAsEagerDoes) {
   EXPECT_TRUE(tensors_near(got.out.select(1, 3), want.out.select(1, 3), 1e-13));
 }
 
-/// A Transformer layer (self-attention with a causal mask, 2 heads) and a classifier.
-struct TinyTransformer : nn::Module {
-  explicit TinyTransformer(double dropout = 0.0) : Module("TinyTransformer") {
-    layer = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
-                                         16, 2, nn::TransformerEncoderLayerArgs{.dim_feedforward = 24, .dropout = dropout}));
-    head = register_module("head", std::make_shared<nn::Linear>(16, 5));
-  }
-  Tensor forward(const Tensor& x) override {  // x [L, N, 16] -> [L, 5]
-    const std::int64_t L = x.size(0);
-    const Tensor mask = triu(ones({L, L}, TensorOptions().dtype(kBool)), 1);
-    return head->forward(layer->forward(x, mask).mean({1}));
-  }
-  std::shared_ptr<nn::TransformerEncoderLayer> layer;
-  std::shared_ptr<nn::Linear> head;
-};
 /// The same with dropout in the attention (and the rest of the layer).
-struct TinyTransformerWithDropout : TinyTransformer {
+struct TinyTransformerWithDropout : testing::TinyTransformer {
   TinyTransformerWithDropout() : TinyTransformer(0.2) {}
 };
 
@@ -223,13 +208,13 @@ std::pair<std::size_t, std::size_t> expect_same_training(DType dtype, double tol
 }
 
 TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat64) {
-  const auto [forward, backward] = expect_same_training<TinyTransformer>(kFloat64, 1e-12);
+  const auto [forward, backward] = expect_same_training<testing::TinyTransformer>(kFloat64, 1e-12);
   EXPECT_EQ(forward, 1u);
   EXPECT_EQ(backward, 1u);
 }
 
 TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat32) {
-  const auto [forward, backward] = expect_same_training<TinyTransformer>(kFloat32, 2e-5);
+  const auto [forward, backward] = expect_same_training<testing::TinyTransformer>(kFloat32, 2e-5);
   EXPECT_EQ(forward, 1u);
   EXPECT_EQ(backward, 1u);
 }
@@ -242,7 +227,8 @@ TEST(FuseAttention, AttentionWithDropoutIsLeftToTheEagerOps) {
 }
 
 TEST(FuseAttention, IsSwitchedOffByLeavingItOutOfThePasses) {
-  const auto [forward, backward] = expect_same_training<TinyTransformer>(kFloat64, 1e-12, "fold_constants,plan_memory");
+  const auto [forward, backward] =
+      expect_same_training<testing::TinyTransformer>(kFloat64, 1e-12, "fold_constants,plan_memory");
   EXPECT_EQ(forward, 0u);
   EXPECT_EQ(backward, 0u);
 }

@@ -99,22 +99,6 @@ TEST(AttentionKernels, ReadAndWriteHeadsThroughTwoBatchStrides) {
   EXPECT_TRUE(testing::same_bits(grads[1], grads[0]));
 }
 
-/// A Transformer layer (packed self-attention under a causal mask, 2 heads) and a classifier.
-struct TinyTransformer : nn::Module {
-  TinyTransformer() : Module("TinyTransformer") {
-    layer = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
-                                         16, 2, nn::TransformerEncoderLayerArgs{.dim_feedforward = 24, .dropout = 0.0}));
-    head = register_module("head", std::make_shared<nn::Linear>(16, 5));
-  }
-  Tensor forward(const Tensor& x) override {  // x [L, N, 16] -> [L, 5]
-    const std::int64_t L = x.size(0);
-    const Tensor mask = triu(ones({L, L}, TensorOptions().dtype(kBool)), 1);
-    return head->forward(layer->forward(x, mask).mean({1}));
-  }
-  std::shared_ptr<nn::TransformerEncoderLayer> layer;
-  std::shared_ptr<nn::Linear> head;
-};
-
 /// Every pass but read_heads_in_place.
 std::string all_passes_but_this_one() {
   std::string names;
@@ -129,7 +113,7 @@ struct Counts {
 };
 Counts counts_after(const std::string& passes) {
   Counts c;
-  testing::expect_same_training<TinyTransformer>({6, 3, 16}, 5, kFloat64, /*adam=*/false, 20, 1e-12, passes,
+  testing::expect_same_training<testing::TinyTransformer>({6, 3, 16}, 5, kFloat64, /*adam=*/false, 20, 1e-12, passes,
                                                  [&](const compiler::Graph& g) {
                                                    c = {g.count(compiler::KernelFamily::Copy),
                                                         g.count(compiler::KernelFamily::Cat),
@@ -154,9 +138,10 @@ TEST(ReadHeadsInPlace, KeepsEveryBit) {
   set_num_threads(get_num_threads());
   const auto none = [](const Tensor&) { return false; };
   for (DType dtype : {kFloat32, kFloat64}) {
-    const testing::CompiledRun with = testing::train_compiled<TinyTransformer>("all", dtype, {6, 3, 16}, 5, none);
+    const testing::CompiledRun with =
+        testing::train_compiled<testing::TinyTransformer>("all", dtype, {6, 3, 16}, 5, none);
     const testing::CompiledRun without =
-        testing::train_compiled<TinyTransformer>(all_passes_but_this_one(), dtype, {6, 3, 16}, 5, none);
+        testing::train_compiled<testing::TinyTransformer>(all_passes_but_this_one(), dtype, {6, 3, 16}, 5, none);
     EXPECT_EQ(with.values, without.values) << dtype;
   }
 }
