@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/ops/allocate.h"
+
 namespace kiln::compiler {
 
 namespace {
@@ -209,9 +211,7 @@ std::optional<Tensor> compose_view(const Tensor& a, const Tensor& y, const Tenso
   }
   std::int64_t offset = x.impl()->storage_offset();
   for (std::int64_t j = 0; j < dims; ++j) offset += start[j] * x_strides[j];
-  return Tensor(std::make_shared<TensorImpl>(x.impl()->storage(), std::move(out_sizes), std::move(out_strides),
-                                             offset, x.dtype(), AutogradTerms{},
-                                             Provenance{TensorOrigin::View, "compile", {}}));
+  return ops::make_view(x, out_sizes, out_strides, offset, "compile");
 }
 
 bool touched_between(const StorageUses& uses, std::size_t first, std::size_t last) {

@@ -213,7 +213,7 @@ void product(Operand<T> a, std::int64_t m, const T* b, std::int64_t b_row, std::
 
 /// A head's [rows, D] operand with contiguous rows: head b of a [B, rows, D] tensor, or of a
 /// [B1, B2, rows, D] one whose heads b = b1 · B2 + b2 no single stride reaches (Note [Heads read
-/// where the projection wrote them] in compile/passes/fuse_attention.cpp).
+/// where the projection wrote them] in compile/passes/read_heads_in_place.cpp).
 template <class T>
 struct Head {
   T* data;
