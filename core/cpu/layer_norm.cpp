@@ -17,6 +17,16 @@
 // levels after, so their order, and their result, do not depend on the thread count. That is
 // bit for bit the column sum of an [M, N] buffer of the products, which the kernel used to
 // write and read back: 95-98 -> 71-73 µs for train_charlm's [1024, 128] (Zen 4, 2 threads).
+//
+// Note [Rows in flight]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A row of 128 floats is a few dozen vector instructions, and the forward's steps follow one
+// another: the mean's sum, the centring, the squares' sum, a division and a square root, the
+// scaling. Row by row, each waited for the one before (93 µs for train_charlm's [1024, 128] on
+// one Zen 4 thread, ~330 cycles a row). The forward takes kRowsInFlight rows through each step
+// before the next, so their independent chains overlap: 71 µs (1.3x; 2 threads 48-55 -> 37-46
+// µs). Each row's operations and their order are unchanged, so are its bits. The backward's
+// steps are already independent within a row (its two sums), and grouping gained nothing there.
 // Read next: autograd/functions/layer_norm.cpp (NativeLayerNormBackward0).
 #include <Eigen/Core>
 
@@ -33,6 +43,9 @@ namespace kiln::cpu {
 namespace {
 
 using LayerNormTypes = TypeList<float, double>;
+
+/// Rows taken a step at a time (Note [Rows in flight]).
+constexpr std::int64_t kRowsInFlight = 4;
 
 /// Σ over rows of a contiguous [rows, n] block, column by column (lanes of Kiln's cascade).
 template <class T>
@@ -78,20 +91,30 @@ void layer_norm_forward_kernel(const Tensor& out, const Tensor& mean, const Tens
     const T* const w = weight.defined() ? weight.data_ptr<T>() : nullptr;
     const T* const b = bias.defined() ? bias.data_ptr<T>() : nullptr;
     parallel_for(0, rows, rows_per_task(n), [&](std::int64_t begin, std::int64_t end) {
-      auto& squares = scratch_row<T>(n);
-      for (std::int64_t r = begin; r < end; ++r) {
-        const ConstRow<T> in(x + r * n, n);
-        Row<T> o(y + r * n, n);
-        const T m = static_cast<T>(sum_contiguous(x + r * n, n) / static_cast<double>(n));
-        o = in - m;
-        squares = o.square();
-        const double variance = sum_contiguous(squares.data(), n) / static_cast<double>(n);
-        const T s = static_cast<T>(1.0 / std::sqrt(variance + eps));
-        o *= s;
-        if (w) o *= ConstRow<T>(w, n);
-        if (b) o += ConstRow<T>(b, n);
-        mean_p[r] = m;
-        rstd_p[r] = s;
+      auto& squares = scratch_row<T>(kRowsInFlight * n);
+      for (std::int64_t first = begin; first < end; first += kRowsInFlight) {
+        const std::int64_t group = std::min(kRowsInFlight, end - first);
+        T m[kRowsInFlight], s[kRowsInFlight];
+        for (std::int64_t i = 0; i < group; ++i) {
+          m[i] = static_cast<T>(sum_contiguous(x + (first + i) * n, n) / static_cast<double>(n));
+        }
+        for (std::int64_t i = 0; i < group; ++i) {
+          Row<T> o(y + (first + i) * n, n), square(squares.data() + i * n, n);
+          o = ConstRow<T>(x + (first + i) * n, n) - m[i];
+          square = o.square();
+        }
+        for (std::int64_t i = 0; i < group; ++i) {
+          const double variance = sum_contiguous(squares.data() + i * n, n) / static_cast<double>(n);
+          s[i] = static_cast<T>(1.0 / std::sqrt(variance + eps));
+        }
+        for (std::int64_t i = 0; i < group; ++i) {
+          Row<T> o(y + (first + i) * n, n);
+          o *= s[i];
+          if (w) o *= ConstRow<T>(w, n);
+          if (b) o += ConstRow<T>(b, n);
+          mean_p[first + i] = m[i];
+          rstd_p[first + i] = s[i];
+        }
       }
     });
   });

@@ -82,6 +82,30 @@ TEST(FusedLayerNorm, TheWeightGradientIsTheSameOnAnyThreadCountAndWithinTheCasca
   set_num_threads(threads);
 }
 
+TEST(FusedLayerNorm, RowsTakenTogetherKeepEachRowsOwnBits) {
+  // The forward takes a few rows through each step at once (Note [Rows in flight]): every row,
+  // in a group or in the short group at the end, gets the bits it gets alone, on any thread
+  // count.
+  const int threads = get_num_threads();
+  for (const DType dtype : {kFloat32, kFloat64}) {
+    manual_seed(7);
+    const TensorOptions options = TensorOptions().dtype(dtype);
+    const Tensor x = randn({11, 131}, options) * arange(1.0, 12.0, 1.0, options).unsqueeze(1) + 5.0;
+    const Tensor w = randn({131}, options), b = randn({131}, options);
+    for (const int n : {1, 2}) {
+      set_num_threads(n);
+      const auto [y, mean, rstd] = ops::native_layer_norm(x, 131, w, b, 1e-5);
+      for (std::int64_t r = 0; r < 11; ++r) {
+        const auto [y_row, mean_row, rstd_row] = ops::native_layer_norm(x.narrow(0, r, 1), 131, w, b, 1e-5);
+        EXPECT_TRUE(equal(y.narrow(0, r, 1), y_row)) << dtype << " row " << r << " on " << n << " threads";
+        EXPECT_TRUE(equal(mean.narrow(0, r, 1), mean_row)) << dtype << " row " << r;
+        EXPECT_TRUE(equal(rstd.narrow(0, r, 1), rstd_row)) << dtype << " row " << r;
+      }
+    }
+  }
+  set_num_threads(threads);
+}
+
 TEST(FusedLayerNorm, ParametersOfAnotherDtypeTakeTheComposedRoute) {
   const Tensor x = randn({2, 3});
   EXPECT_TRUE(ops::can_fuse_layer_norm(x, 3, {}, {}));
