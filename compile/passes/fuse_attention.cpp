@@ -89,8 +89,11 @@ class AttentionFusion {
   }
 
   /// Where a result [B, rows, D] written at node `at` goes when its only reader, later, is a copy
-  /// of its transpose ([rows, B, D], attention's heads put back side by side): the copy's
-  /// destination, seen as [B, rows, D], and the copy is dropped. Else the result itself.
+  /// that puts attention's heads back side by side: of its transpose, [rows, B, D] (sequence-first
+  /// rows), or of its heads split as [B1, B2, rows, D] and transposed, [B1, rows, B2, D]
+  /// (batch-first rows, Note [Batch-first rows stay in their order] in nn/attention.cpp). Then
+  /// the copy's destination, seen as [B, rows, D] or [B1, B2, rows, D], and the copy is dropped;
+  /// else the result itself.
   Tensor written_past_its_copy(const Tensor& result, std::size_t at) {
     const StorageUses& u = uses(result);
     const std::optional<std::size_t> r = only_reader(u);
@@ -99,12 +102,20 @@ class AttentionFusion {
     CopyCall* copy = kernel_call<CopyCall>(g_.nodes[*r], KernelFamily::Copy);
     if (copy == nullptr) return result;
     const auto& [dst, src] = copy->arguments();
-    if (dst.dtype() != result.dtype() || !same_view(src, result.transpose(0, 1)) || dst.dim() != 3 ||
-        !head_rows(dst.transpose(0, 1)) || touched_between(uses(dst), at, *r)) {
-      return result;
+    if (dst.dtype() != result.dtype() || touched_between(uses(dst), at, *r)) return result;
+    std::optional<Tensor> place;
+    if (dst.dim() == 3 && same_view(src, result.transpose(0, 1)) && head_rows(dst.transpose(0, 1))) {
+      place = dst.transpose(0, 1);
+    } else if (dst.dim() == 4 && result.is_contiguous() && dst.sizes()[0] * dst.sizes()[2] == result.sizes()[0] &&
+               dst.sizes()[1] == result.sizes()[1] && dst.sizes()[3] == result.sizes()[2] &&
+               same_view(src, result.view({dst.sizes()[0], dst.sizes()[2], dst.sizes()[1], dst.sizes()[3]})
+                                  .transpose(1, 2)) &&
+               dst.strides()[3] == 1) {
+      place = dst.transpose(1, 2);
     }
+    if (!place) return result;
     removed_[*r] = true;
-    return dst.transpose(0, 1);
+    return *place;
   }
 
   /// The mul by a 0-dim scale at node n: (its input, the scale).

@@ -15,7 +15,9 @@ namespace kiln::compiler {
 // Self-attention projects q, k and v in one product (nn/attention.cpp, as PyTorch's
 // _in_projection_packed): rows [L, N, 3E], chunked into three views with row stride 3E. Heads
 // [N·H, L, D] of a chunk need `contiguous()` first, a copy of each, because head n·H + h starts
-// at n·3E + h·D and no one batch stride walks that. The backward mirrors it: the attention
+// at n·3E + h·D and no one batch stride walks that. Batch-first rows, [N, L, 3E] (Note
+// [Batch-first rows stay in their order] in nn/attention.cpp), copy their heads to [N, H, L, D]
+// for the same reason, and the backward's dO, [N, L, H, D] seen as heads, is one more copy. The backward mirrors it: the attention
 // kernel writes dQ, dK and dV each whole, and a cat lays them side by side as the packed
 // product's gradient [L, N, 3E]. Both are data movement only; the kernels (core/cpu/attention.cpp)
 // take heads through two batch strides, [N, H, L, D], so this pass
@@ -41,11 +43,12 @@ bool attention_call(const Node& node) {
 }
 
 /// Whether `composed` is what the kernels take for `head`, a [B, rows, D] operand: the same, or
-/// [B1, B2, rows, D] with its heads split in two, rows contiguous either way.
+/// [B1, B2, rows, D] with its heads split in two, rows contiguous either way; for a
+/// [B1, B2, rows, D] operand, the same sizes.
 bool same_heads(const Tensor& head, const Tensor& composed) {
-  if (head.dim() != 3 || (composed.dim() != 3 && composed.dim() != 4) || composed.strides()[composed.dim() - 1] != 1) {
-    return false;
-  }
+  if ((composed.dim() != 3 && composed.dim() != 4) || composed.strides()[composed.dim() - 1] != 1) return false;
+  if (head.dim() == 4) return composed.sizes() == head.sizes();
+  if (head.dim() != 3) return false;
   const IntArrayRef h = head.sizes(), c = composed.sizes();
   return c[c.size() - 2] == h[1] && c[c.size() - 1] == h[2] && (c.size() == 3 || c[0] * c[1] == h[0]);
 }

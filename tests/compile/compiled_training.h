@@ -128,18 +128,27 @@ CompiledRun train_compiled(const std::string& passes, DType dtype, const Shape& 
 /// A Transformer layer (packed self-attention under a causal mask, 2 heads) and a classifier:
 /// what the attention passes' tests train.
 struct TinyTransformer : nn::Module {
-  explicit TinyTransformer(double dropout = 0.0) : Module("TinyTransformer") {
+  explicit TinyTransformer(double dropout = 0.0, bool batch_first = false)
+      : Module("TinyTransformer"), batch_first(batch_first) {
     layer = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
                                          16, 2, nn::TransformerEncoderLayerArgs{.dim_feedforward = 24,
-                                                                                .dropout = dropout}));
+                                                                                .dropout = dropout,
+                                                                                .batch_first = batch_first}));
     head = register_module("head", std::make_shared<nn::Linear>(16, 5));
   }
-  Tensor forward(const Tensor& x) override {  // x [L, N, 16] -> [L, 5]
-    const std::int64_t L = x.size(0);
+  // x [L, N, 16] -> [L, 5]; batch first, x [N, L, 16] -> [N, 5].
+  Tensor forward(const Tensor& x) override {
+    const std::int64_t L = x.size(batch_first ? 1 : 0);
     const Tensor mask = triu(ones({L, L}, TensorOptions().dtype(kBool)), 1);
     return head->forward(layer->forward(x, mask).mean({1}));
   }
+  bool batch_first;
   std::shared_ptr<nn::TransformerEncoderLayer> layer;
   std::shared_ptr<nn::Linear> head;
+};
+
+/// The same on batch-first input (Note [Batch-first rows stay in their order] in nn/attention.cpp).
+struct TinyBatchFirstTransformer : TinyTransformer {
+  TinyBatchFirstTransformer() : TinyTransformer(0.0, /*batch_first=*/true) {}
 };
 }  // namespace kiln::testing

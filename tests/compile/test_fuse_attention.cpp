@@ -8,8 +8,10 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <set>
 
 #include "compile/capture.h"
+#include "compile/storage_uses.h"
 #include "compiled_training.h"
 #include "core/kernels.h"
 #include "support/test_util.h"
@@ -217,6 +219,49 @@ TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat32) {
   const auto [forward, backward] = expect_same_training<testing::TinyTransformer>(kFloat32, 2e-5);
   EXPECT_EQ(forward, 1u);
   EXPECT_EQ(backward, 1u);
+}
+
+/// The copies in g that read what an attention kernel wrote.
+std::size_t copies_of_attention_results(const compiler::Graph& g) {
+  std::set<const Storage*> written;
+  std::size_t copies = 0;
+  for (const compiler::Node& node : g.nodes) {
+    if (node.kind != compiler::Node::Kind::Kernel) continue;
+    const compiler::KernelFamily family = node.call->id().family;
+    const std::vector<const Tensor*> args = std::as_const(*node.call).tensors();
+    const std::vector<bool> writes = std::as_const(*node.call).writes();
+    if (family == compiler::KernelFamily::Copy) copies += written.count(compiler::storage_of(*args[1]));
+    if (family != compiler::KernelFamily::AttentionForward && family != compiler::KernelFamily::AttentionBackward) {
+      continue;
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (writes[i]) written.insert(compiler::storage_of(*args[i]));
+    }
+  }
+  return copies;
+}
+
+TEST(FuseAttention, ABatchFirstLayerTrainsAsEagerlyAndWritesItsHeadsInPlace) {
+  // Its heads go back side by side as [N, L, H, D] (Note [Batch-first rows stay in their
+  // order] in nn/attention.cpp): attention writes O, dQ, dK and dV there, through two batch
+  // strides, and the copies that did it leave the step; with sequence-first rows, through one.
+  set_num_threads(get_num_threads());
+  for (const DType dtype : {kFloat64, kFloat32}) {
+    std::size_t attention = 0, batch_first_copies = 1, sequence_first_copies = 1;
+    testing::expect_same_training<testing::TinyBatchFirstTransformer>(
+        {6, 3, 16}, 5, dtype, /*adam=*/false, 20, dtype == kFloat64 ? 1e-12 : 2e-5, "all",
+        [&](const compiler::Graph& g) {
+          attention = g.count(compiler::KernelFamily::AttentionForward) +
+                      g.count(compiler::KernelFamily::AttentionBackward);
+          batch_first_copies = copies_of_attention_results(g);
+        });
+    testing::expect_same_training<testing::TinyTransformer>(
+        {6, 3, 16}, 5, dtype, /*adam=*/false, 20, dtype == kFloat64 ? 1e-12 : 2e-5, "all",
+        [&](const compiler::Graph& g) { sequence_first_copies = copies_of_attention_results(g); });
+    EXPECT_EQ(attention, 2u) << dtype;
+    EXPECT_EQ(batch_first_copies, 0u) << dtype;
+    EXPECT_EQ(sequence_first_copies, 0u) << dtype;
+  }
 }
 
 TEST(FuseAttention, AttentionWithDropoutIsLeftToTheEagerOps) {

@@ -111,9 +111,10 @@ std::string all_passes_but_this_one() {
 struct Counts {
   std::size_t copies = 0, cats = 0, attention = 0;
 };
+template <class Model = testing::TinyTransformer>
 Counts counts_after(const std::string& passes) {
   Counts c;
-  testing::expect_same_training<testing::TinyTransformer>({6, 3, 16}, 5, kFloat64, /*adam=*/false, 20, 1e-12, passes,
+  testing::expect_same_training<Model>({6, 3, 16}, 5, kFloat64, /*adam=*/false, 20, 1e-12, passes,
                                                  [&](const compiler::Graph& g) {
                                                    c = {g.count(compiler::KernelFamily::Copy),
                                                         g.count(compiler::KernelFamily::Cat),
@@ -131,6 +132,19 @@ TEST(ReadHeadsInPlace, DropsTheCopiesOfTheHeadsAndTheCatOfTheirGradients) {
   EXPECT_EQ(without.attention, 2u);
   EXPECT_EQ(without.copies - with.copies, 3u);  // q, k and v
   EXPECT_EQ(without.cats, 1u);                  // dQ, dK and dV side by side
+  EXPECT_EQ(with.cats, 0u);
+}
+
+TEST(ReadHeadsInPlace, ReadsBatchFirstHeadsAndWritesTheirGradientsInPlace) {
+  set_num_threads(get_num_threads());
+  const Counts with = counts_after<testing::TinyBatchFirstTransformer>("all"),
+               without = counts_after<testing::TinyBatchFirstTransformer>(all_passes_but_this_one());
+  // Both trained against eager training in Float64 (expect_same_training): 20 steps, 1e-12.
+  EXPECT_EQ(with.attention, 2u);
+  EXPECT_EQ(without.attention, 2u);
+  // q, k and v, and dO: its heads [N, L, H, D] seen as [N·H, L, D] are a copy in eager.
+  EXPECT_EQ(without.copies - with.copies, 4u);
+  EXPECT_EQ(without.cats, 1u);
   EXPECT_EQ(with.cats, 0u);
 }
 

@@ -125,6 +125,47 @@ TEST(MultiheadAttention, MatchesPyTorchWithMasksAndWeights) {
   expect_equals_reference(fused, ref::mha_output);
 }
 
+TEST(MultiheadAttention, BatchFirstRowsGiveWhatSequenceFirstRowsGive) {
+  // Batch-first input is projected in its own row order (Note [Batch-first rows stay in their
+  // order] in nn/attention.cpp): the same outputs, weights and gradients as the same module on
+  // the transposed input, self-attention and attention to a memory, with both masks.
+  manual_seed(3);
+  nn::MultiheadAttention batch_first(8, 2, {.batch_first = true}), sequence_first(8, 2);
+  batch_first.to(kFloat64);
+  sequence_first.to(kFloat64);
+  sequence_first.load_state_dict(batch_first.state_dict());
+  const Tensor x = randn({3, 4, 8}, kF64), memory = randn({3, 5, 8}, kF64), g = randn({3, 4, 8}, kF64);
+  const Tensor padding = tensor({{false, false, false, true, true}, {false, false, false, false, false},
+                                 {false, true, false, false, false}});
+  const Tensor not_allowed = remainders(4, 5, 3).eq(2);
+  for (const bool self : {true, false}) {
+    for (const bool need_weights : {false, true}) {
+      TensorList grads[2];
+      Tensor outs[2], weights[2];
+      for (int i = 0; i < 2; ++i) {
+        nn::MultiheadAttention& mha = i == 0 ? batch_first : sequence_first;
+        const Tensor q = (i == 0 ? x : x.transpose(0, 1)).detach().as_leaf();
+        const Tensor kv = self ? q : (i == 0 ? memory : memory.transpose(0, 1)).detach().as_leaf();
+        mha.zero_grad();
+        std::tie(outs[i], weights[i]) = self ? mha.forward(q, q, q, {}, need_weights)
+                                             : mha.forward(q, kv, kv, padding, need_weights, not_allowed);
+        if (i == 1) outs[i] = outs[i].transpose(0, 1);
+        outs[i].backward(g);
+        grads[i] = {q.grad(), self ? Tensor() : kv.grad(), mha.in_proj_weight.grad(), mha.in_proj_bias.grad(),
+                    mha.out_proj->weight.grad()};
+      }
+      EXPECT_TRUE(testing::tensors_near(outs[0], outs[1], 1e-14)) << self << need_weights;
+      if (need_weights) EXPECT_TRUE(testing::tensors_near(weights[0], weights[1], 1e-14)) << self;
+      for (std::size_t k = 0; k < grads[0].size(); ++k) {
+        ASSERT_EQ(grads[0][k].defined(), grads[1][k].defined()) << k;
+        if (!grads[0][k].defined()) continue;
+        const Tensor want = k < 2 ? grads[1][k].transpose(0, 1) : grads[1][k];
+        EXPECT_TRUE(testing::tensors_near(grads[0][k], want, 1e-13)) << self << need_weights << " gradient " << k;
+      }
+    }
+  }
+}
+
 TEST(MultiheadAttention, UnbatchedInputAndGradcheck) {
   manual_seed(0);
   nn::MultiheadAttention mha(6, 3);
