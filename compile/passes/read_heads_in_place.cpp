@@ -17,10 +17,11 @@ namespace kiln::compiler {
 // [N·H, L, D] of a chunk need `contiguous()` first, a copy of each, because head n·H + h starts
 // at n·3E + h·D and no one batch stride walks that. Batch-first rows, [N, L, 3E] (Note
 // [Batch-first rows stay in their order] in nn/attention.cpp), copy their heads to [N, H, L, D]
-// for the same reason, and the backward's dO, [N, L, H, D] seen as heads, is one more copy. The backward mirrors it: the attention
-// kernel writes dQ, dK and dV each whole, and a cat lays them side by side as the packed
-// product's gradient [L, N, 3E]. Both are data movement only; the kernels (core/cpu/attention.cpp)
-// take heads through two batch strides, [N, H, L, D], so this pass
+// for the same reason, and the backward's dO, [N, L, H, D] seen as heads, is one more copy.
+// The backward mirrors it: the attention kernel writes dQ, dK and dV each whole, and a cat lays
+// them side by side as the packed product's gradient [L, N, 3E] (or [N, L, 3E]). Both are data
+// movement only; the kernels (core/cpu/attention.cpp) take heads through two batch strides,
+// [N, H, L, D], so this pass
 //   - points every read of a copy's result by the attention kernels at the copy's source, the
 //     same elements seen through compose_view (compile/storage_uses.h), and drops the copy, when
 //     those kernels are its only readers and nothing writes the source while they read it;
