@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "support/charlm.h"
@@ -31,8 +32,15 @@ int main(int argc, char** argv) {
     f.add("--minutes", minutes, "training budget in minutes of wall clock")->check(number(0, 1e6, true));
     f.add("--steps", c.max_steps, "training budget in steps instead (0 = the time budget)")
         ->check(integer(0, 1'000'000'000'000));
-    f.add("--batch-size", c.batch_size, "windows per step")->check(integer(1, kMaxBatch));
-    f.add("--context", c.shape.context, "characters per window (the model's context)")->check(integer(1, 1 << 16));
+    std::optional<std::int64_t> batch_size, context;
+    f.add("--batch-size", batch_size,
+          "windows per step (default: " + std::to_string(default_batch_size("transformer")) +
+              " for the Transformer, " + std::to_string(default_batch_size("lstm")) + " for the LSTM)")
+        ->check(integer(1, kMaxBatch));
+    f.add("--context", context,
+          "characters per window, the model's context (default: " + std::to_string(default_context("transformer")) +
+              " for the Transformer, " + std::to_string(default_context("lstm")) + " for the LSTM)")
+        ->check(integer(1, 1 << 16));
     f.add("--width", c.shape.width, "embedding width")->check(integer(1, 1 << 16));
     f.add("--layers", c.shape.layers, "Transformer or LSTM layers")->check(integer(1, 1024));
     f.add("--heads", c.shape.heads, "attention heads (transformer; they divide --width)")->check(integer(1, 1024));
@@ -74,6 +82,8 @@ int main(int argc, char** argv) {
         ->check(number(0, 100, /*exclusive_lo=*/true));
     f.add("--prompt", prompt, "text the samples continue");
     f.parse(argc, argv);
+    c.batch_size = batch_size.value_or(default_batch_size(c.shape.kind));
+    c.shape.context = context.value_or(default_context(c.shape.kind));
     if (generate_count > 0) {
       if (c.checkpoint.empty()) throw FlagError("--generate samples from a saved model: give it as --checkpoint FILE");
       if (!std::filesystem::is_regular_file(c.checkpoint)) {

@@ -7,7 +7,7 @@
 //   - multi-head self-attention (batch 32, sequence 256, width 256, 4 heads; forward and
 //     backward, no weights returned): the in and out projections, scores and weighted sums per
 //     head, and their gradients (target: within 1.5x);
-//   - train_charlm's whole step at its defaults (the Transformer, batch 16 x 64 characters,
+//   - train_charlm's whole step at its defaults (the Transformer, batch 8 x 128 characters,
 //     AdamW and gradient clipping) beside its FLOP floor at the machine's measured peak, eagerly
 //     and compiled, and the two timed turn by turn for their ratio (tests/bench/interleaved.h).
 // Counter x_gemms = step time / GEMM time; x_floor = step time / FLOP floor.
@@ -167,6 +167,8 @@ struct CharLmTraining {
   static examples::CharLmConfig defaults() {
     examples::CharLmConfig c;
     c.shape.vocab = 114;  // the fortunes text's characters
+    c.shape.context = examples::default_context(c.shape.kind);
+    c.batch_size = examples::default_batch_size(c.shape.kind);
     return c;
   }
   static std::shared_ptr<examples::CharModel> seeded_model(const examples::CharLmConfig& c) {

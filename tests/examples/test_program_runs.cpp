@@ -241,6 +241,27 @@ TEST_F(ProgramRuns, TrainCharlmChecksItsActivationsForTheTransformerOnly) {
       << lstm.err;
 }
 
+TEST_F(ProgramRuns, TrainCharlmGivesEachModelItsOwnWindowUnlessOneIsGiven) {
+  const fs::path text = root_ / "text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 400; ++i) out << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  const auto context_of = [&](const std::vector<std::string>& extra) {
+    const std::string checkpoint = (root_ / "charlm.safetensors").string();
+    std::vector<std::string> args{"--text", text.string(), "--steps", "1", "--eval-every", "1", "--width", "16",
+                                  "--layers", "1", "--heads", "2", "--hidden", "16", "--checkpoint", checkpoint};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const ProgramRun r = run_example("train_charlm", args, std::chrono::seconds(60));
+    EXPECT_EQ(r.exit_code, 0) << r.describe();
+    return load_safetensors_metadata(checkpoint).at("context");
+  };
+  EXPECT_EQ(context_of({}), "128");
+  EXPECT_EQ(context_of({"--model", "lstm"}), "64");
+  EXPECT_EQ(context_of({"--context", "32"}), "32");
+  EXPECT_EQ(context_of({"--model", "lstm", "--context", "32"}), "32");
+}
+
 TEST_F(ProgramRuns, TrainDdpWritesItsLogAndProfile) {
   if (!distributed::mpi_is_available()) GTEST_SKIP() << "Kiln is built without MPI";
   const std::string log = (root_ / "ddp.csv").string();
