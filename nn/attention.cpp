@@ -30,9 +30,10 @@ namespace kiln::nn {
 // of a row changes; a weight's or bias's gradient adds the same rows in another order. The eager
 // step loses the input's copy and the transposed reads, and gains a copy of dO's heads in
 // backward ([N, L, H, D] seen as [N·H, L, D]): train_charlm's eager step, the two layouts turn
-// by turn in one process (2-core Zen 4), within 0.5 %. A compiled step, whose attention kernels
-// read and write heads through two batch strides (compile/passes/fuse_attention.cpp,
-// read_heads_in_place.cpp), loses all of them: 214 -> 208 kernels, 1.015-1.025x.
+// by turn in one process (2-core Zen 4), 1.00-1.005x in five rounds of six (1.05x in a noisy
+// one). A compiled step, whose attention kernels read and write heads through two batch strides
+// (compile/passes/fuse_attention.cpp, read_heads_in_place.cpp), loses all of them: 214 -> 208
+// kernels, 1.01-1.025x.
 
 namespace {
 
