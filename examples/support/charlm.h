@@ -291,11 +291,12 @@ inline std::shared_ptr<CharModel> make_char_model(const CharModelShape& s) {
 /// (README): the Transformer 4e-3 (2.5e-3, 6e-3 and 1e-2 end higher), the LSTM 6e-3.
 inline double default_lr(const std::string& kind) { return kind == "lstm" ? 6e-3 : 4e-3; }
 
-/// Each model's window (characters a step's every window holds) and windows per step, 1,024
+/// Each model's window (the characters a prediction sees) and windows per step: 1,024
 /// characters a step either way. The Transformer's 128 x 8: at the step count a 2-core Zen 5
-/// runs in 5 minutes, it ends about 0.02 bits per character lower than 64 x 16 (2.19-2.20
-/// against 2.214-2.223 on the fortunes text, README), its step costing 5-8 % more (attention's
-/// work grows with the window). The LSTM keeps 64 x 16.
+/// runs in 5 minutes, it ends 0.015-0.02 bits per character lower than 64 x 16 (2.199-2.200
+/// against 2.214-2.223 on the fortunes text, README), its step costing 5-12 % more (attention's
+/// work grows with the window); a CPU that runs fewer than about 15,000 steps in 5 minutes
+/// gains nothing from it. The LSTM keeps 64 x 16.
 inline std::int64_t default_context(const std::string& kind) { return kind == "lstm" ? 64 : 128; }
 inline std::int64_t default_batch_size(const std::string& kind) { return kind == "lstm" ? 16 : 8; }
 
