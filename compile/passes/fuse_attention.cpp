@@ -44,9 +44,10 @@ using ForwardCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const
 using BackwardCall = TypedCall<const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                                const Tensor&, const Tensor&, const Tensor&>;
 
-/// [B, rows, D] on the CPU with contiguous rows, Float32 or Float64: what the kernels read.
-bool head_rows(const Tensor& t) {
-  return t.defined() && t.dim() == 3 && t.strides()[2] == 1 && t.device().type() == DeviceType::CPU &&
+/// [B, rows, D] (or, with dims 4, [B1, B2, rows, D]) on the CPU with contiguous rows, Float32
+/// or Float64: what the kernels read and write.
+bool head_rows(const Tensor& t, std::int64_t dims = 3) {
+  return t.defined() && t.dim() == dims && t.strides()[dims - 1] == 1 && t.device().type() == DeviceType::CPU &&
          (t.dtype() == kFloat32 || t.dtype() == kFloat64);
 }
 
@@ -106,12 +107,12 @@ class AttentionFusion {
     std::optional<Tensor> place;
     if (dst.dim() == 3 && same_view(src, result.transpose(0, 1)) && head_rows(dst.transpose(0, 1))) {
       place = dst.transpose(0, 1);
-    } else if (dst.dim() == 4 && result.is_contiguous() && dst.sizes()[0] * dst.sizes()[2] == result.sizes()[0] &&
-               dst.sizes()[1] == result.sizes()[1] && dst.sizes()[3] == result.sizes()[2] &&
-               same_view(src, result.view({dst.sizes()[0], dst.sizes()[2], dst.sizes()[1], dst.sizes()[3]})
-                                  .transpose(1, 2)) &&
-               dst.strides()[3] == 1) {
-      place = dst.transpose(1, 2);
+    } else if (dst.dim() == 4 && result.is_contiguous() && head_rows(dst.transpose(1, 2), 4)) {
+      const std::int64_t b1 = dst.sizes()[0], rows = dst.sizes()[1], b2 = dst.sizes()[2], d = dst.sizes()[3];
+      if (b1 * b2 == result.sizes()[0] && rows == result.sizes()[1] && d == result.sizes()[2] &&
+          same_view(src, result.view({b1, b2, rows, d}).transpose(1, 2))) {
+        place = dst.transpose(1, 2);
+      }
     }
     if (!place) return result;
     removed_[*r] = true;

@@ -191,36 +191,6 @@ struct TinyTransformerWithDropout : testing::TinyTransformer {
   TinyTransformerWithDropout() : TinyTransformer(0.2) {}
 };
 
-/// Trains 20 steps eagerly and compiled side by side (testing::expect_same_training) on a fixed
-/// thread count and returns the compiled step's graph counts of attention.forward and
-/// attention.backward. SGD, not Adam: the key's bias has a gradient of zero (a softmax does not
-/// see a constant added to a row), which the two routes round to different specks that Adam
-/// would scale up to lr.
-template <class Model>
-std::pair<std::size_t, std::size_t> expect_same_training(DType dtype, double tolerance,
-                                                         const std::string& passes = "all") {
-  set_num_threads(get_num_threads());
-  std::pair<std::size_t, std::size_t> calls{};
-  testing::expect_same_training<Model>({6, 3, 16}, 5, dtype, /*adam=*/false, 20, tolerance, passes,
-                                       [&](const compiler::Graph& g) {
-                                         calls = {g.count(compiler::KernelFamily::AttentionForward),
-                                                  g.count(compiler::KernelFamily::AttentionBackward)};
-                                       });
-  return calls;
-}
-
-TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat64) {
-  const auto [forward, backward] = expect_same_training<testing::TinyTransformer>(kFloat64, 1e-12);
-  EXPECT_EQ(forward, 1u);
-  EXPECT_EQ(backward, 1u);
-}
-
-TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat32) {
-  const auto [forward, backward] = expect_same_training<testing::TinyTransformer>(kFloat32, 2e-5);
-  EXPECT_EQ(forward, 1u);
-  EXPECT_EQ(backward, 1u);
-}
-
 /// The copies in g that read what an attention kernel wrote.
 std::size_t copies_of_attention_results(const compiler::Graph& g) {
   std::set<const Storage*> written;
@@ -241,41 +211,68 @@ std::size_t copies_of_attention_results(const compiler::Graph& g) {
   return copies;
 }
 
+/// A compiled step's attention.forward and attention.backward calls, and its copies of what they wrote.
+struct AttentionCalls {
+  std::size_t forward = 0, backward = 0, copies_of_results = 0;
+};
+
+/// Trains 20 steps eagerly and compiled side by side (testing::expect_same_training) on a fixed
+/// thread count and returns the compiled step's AttentionCalls. SGD, not Adam: the key's bias has
+/// a gradient of zero (a softmax does not see a constant added to a row), which the two routes
+/// round to different specks that Adam would scale up to lr.
+template <class Model>
+AttentionCalls expect_same_training(DType dtype, double tolerance, const std::string& passes = "all") {
+  set_num_threads(get_num_threads());
+  AttentionCalls calls;
+  testing::expect_same_training<Model>({6, 3, 16}, 5, dtype, /*adam=*/false, 20, tolerance, passes,
+                                       [&](const compiler::Graph& g) {
+                                         calls = {g.count(compiler::KernelFamily::AttentionForward),
+                                                  g.count(compiler::KernelFamily::AttentionBackward),
+                                                  copies_of_attention_results(g)};
+                                       });
+  return calls;
+}
+
+TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat64) {
+  const AttentionCalls calls = expect_same_training<testing::TinyTransformer>(kFloat64, 1e-12);
+  EXPECT_EQ(calls.forward, 1u);
+  EXPECT_EQ(calls.backward, 1u);
+  EXPECT_EQ(calls.copies_of_results, 0u);  // O, dQ, dK and dV written where their copies put them
+}
+
+TEST(FuseAttention, ATransformerLayerTrainsAsEagerlyInFloat32) {
+  const AttentionCalls calls = expect_same_training<testing::TinyTransformer>(kFloat32, 2e-5);
+  EXPECT_EQ(calls.forward, 1u);
+  EXPECT_EQ(calls.backward, 1u);
+  EXPECT_EQ(calls.copies_of_results, 0u);  // O, dQ, dK and dV written where their copies put them
+}
+
 TEST(FuseAttention, ABatchFirstLayerTrainsAsEagerlyAndWritesItsHeadsInPlace) {
   // Its heads go back side by side as [N, L, H, D] (Note [Batch-first rows stay in their
   // order] in nn/attention.cpp): attention writes O, dQ, dK and dV there, through two batch
-  // strides, and the copies that did it leave the step; with sequence-first rows, through one.
-  set_num_threads(get_num_threads());
+  // strides, and the copies that did it leave the step (sequence-first rows: through one
+  // stride, the two tests above).
   for (const DType dtype : {kFloat64, kFloat32}) {
-    std::size_t attention = 0, batch_first_copies = 1, sequence_first_copies = 1;
-    testing::expect_same_training<testing::TinyBatchFirstTransformer>(
-        {6, 3, 16}, 5, dtype, /*adam=*/false, 20, dtype == kFloat64 ? 1e-12 : 2e-5, "all",
-        [&](const compiler::Graph& g) {
-          attention = g.count(compiler::KernelFamily::AttentionForward) +
-                      g.count(compiler::KernelFamily::AttentionBackward);
-          batch_first_copies = copies_of_attention_results(g);
-        });
-    testing::expect_same_training<testing::TinyTransformer>(
-        {6, 3, 16}, 5, dtype, /*adam=*/false, 20, dtype == kFloat64 ? 1e-12 : 2e-5, "all",
-        [&](const compiler::Graph& g) { sequence_first_copies = copies_of_attention_results(g); });
-    EXPECT_EQ(attention, 2u) << dtype;
-    EXPECT_EQ(batch_first_copies, 0u) << dtype;
-    EXPECT_EQ(sequence_first_copies, 0u) << dtype;
+    const AttentionCalls calls =
+        expect_same_training<testing::TinyBatchFirstTransformer>(dtype, dtype == kFloat64 ? 1e-12 : 2e-5);
+    EXPECT_EQ(calls.forward, 1u) << dtype;
+    EXPECT_EQ(calls.backward, 1u) << dtype;
+    EXPECT_EQ(calls.copies_of_results, 0u) << dtype;
   }
 }
 
 TEST(FuseAttention, AttentionWithDropoutIsLeftToTheEagerOps) {
   // Dropout multiplies its mask into P between the softmax and the product with V.
-  const auto [forward, backward] = expect_same_training<TinyTransformerWithDropout>(kFloat64, 1e-12);
-  EXPECT_EQ(forward, 0u);
-  EXPECT_EQ(backward, 0u);
+  const AttentionCalls calls = expect_same_training<TinyTransformerWithDropout>(kFloat64, 1e-12);
+  EXPECT_EQ(calls.forward, 0u);
+  EXPECT_EQ(calls.backward, 0u);
 }
 
 TEST(FuseAttention, IsSwitchedOffByLeavingItOutOfThePasses) {
-  const auto [forward, backward] =
+  const AttentionCalls calls =
       expect_same_training<testing::TinyTransformer>(kFloat64, 1e-12, "fold_constants,plan_memory");
-  EXPECT_EQ(forward, 0u);
-  EXPECT_EQ(backward, 0u);
+  EXPECT_EQ(calls.forward, 0u);
+  EXPECT_EQ(calls.backward, 0u);
 }
 
 }  // namespace
