@@ -217,16 +217,16 @@ void BM_CharLmTransformerStepEagerOverCompiled(benchmark::State& state) {
 BENCHMARK(BM_CharLmTransformerStepEagerOverCompiled)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The fused attention kernels alone (core/cpu/attention.cpp, what fuse_attention puts in the
-// compiled step) on train_charlm's heads: 16 sequences x 4 heads of 64 x 64 causal scores,
-// head_dim 32, the heads interleaved in the projections' rows as MultiheadAttention leaves
-// them. route 0: forward, 1: backward. x_floor against the FLOPs of the live (unmasked) half.
+// compiled step) on train_charlm's heads: 8 sequences x 4 heads of 128 x 128 causal scores
+// (the Transformer's default window), head_dim 32, the heads interleaved in the projections'
+// rows as batch-first MultiheadAttention leaves them. route 0: forward, 1: backward. x_floor against the FLOPs of the live (unmasked) half.
 void BM_FusedAttentionCharLmHeads(benchmark::State& state) {
-  constexpr std::int64_t kSequences = 16, kCharHeads = 4, kLength = 64, kHeadDim = 32;
+  constexpr std::int64_t kSequences = 8, kCharHeads = 4, kLength = 128, kHeadDim = 32;
   const std::int64_t heads = kSequences * kCharHeads;
   manual_seed(0);
   const auto interleaved_heads = [&] {
-    // [L, N, E] rows as the projections write them, seen as [N * heads, L, head_dim].
-    return randn({kLength, heads, kHeadDim}).transpose(0, 1);
+    // [N, L, E] rows as the projections write them, seen as [N, heads, L, head_dim].
+    return randn({kSequences, kLength, kCharHeads, kHeadDim}).transpose(1, 2);
   };
   const Tensor q = interleaved_heads(), k = interleaved_heads(), v = interleaved_heads();
   const Tensor grad_out = interleaved_heads();
