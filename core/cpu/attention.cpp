@@ -277,10 +277,14 @@ LiveColumns live_columns(const T* rows, std::int64_t row, std::int64_t L, std::i
   for (std::int64_t e = 0; e < W; ++e) std::memcpy(&dead_bits[e], &dead, sizeof(T));
   // A vector at a time from the row's end; a short last vector is padded with dead values.
   const auto all_dead = [&dead_bits](const T* v, std::int64_t count) {
-    Bits x = dead_bits;
-    if (count == W) std::memcpy(&x, v, sizeof(x));
-    else std::memcpy(&x, v, static_cast<std::size_t>(count) * sizeof(T));
-    return std::memcmp(&x, &dead_bits, sizeof(x)) == 0;
+    Bits x;
+    if (count == W) {
+      std::memcpy(&x, v, sizeof(x));
+    } else {
+      x = dead_bits;
+      std::memcpy(&x, v, static_cast<std::size_t>(count) * sizeof(T));
+    }
+    return !any_lane_set(x ^ dead_bits);
   };
   std::int64_t* const live = head_scratch<std::int64_t, 0>(L + S);
   std::int64_t* const first_row = live + L;

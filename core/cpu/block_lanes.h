@@ -116,4 +116,36 @@ void store_lane_bytes(std::uint8_t* p, const BlockMask<T, B>& lanes) {
   std::memcpy(p, &bytes, sizeof(bytes));
 }
 
+/// Whether any lane of the integer vector v is not zero: one test instruction where v is a
+/// register, else its halves ORed together down to 8 bytes. A memcmp of a vector went through
+/// the stack, and its 8-byte loads after the 64-byte store stalled on store forwarding (two
+/// thirds of attention's live_columns).
+template <class V>
+bool any_lane_set(const V& v) {
+  using E = std::remove_cvref_t<decltype(v[0])>;
+#ifdef __AVX512F__
+  if constexpr (sizeof(V) == 64) {
+    const auto bits = std::bit_cast<__m512i>(v);
+    return _mm512_test_epi64_mask(bits, bits) != 0;
+  }
+#endif
+#ifdef __AVX2__
+  if constexpr (sizeof(V) == 32) {
+    const auto bits = std::bit_cast<__m256i>(v);
+    return _mm256_testz_si256(bits, bits) == 0;
+  }
+#endif
+  if constexpr (sizeof(V) <= sizeof(std::uint64_t)) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(V));
+    return bits != 0;
+  } else {
+    using Half = typename VectorOf<E, static_cast<int>(sizeof(V) / sizeof(E) / 2)>::type;
+    Half low, high;
+    std::memcpy(&low, &v, sizeof(Half));
+    std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof(Half), sizeof(Half));
+    return any_lane_set(low | high);
+  }
+}
+
 }  // namespace kiln::cpu
