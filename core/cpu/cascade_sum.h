@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "core/cpu/block_lanes.h"
 #include "core/half.h"
@@ -193,16 +194,42 @@ void add_halves(std::array<WideSum, L>& lanes) {
   if constexpr (Half > 1) add_halves<Half / 2>(lanes);
 }
 
+/// Lanes [First, First + sizeof...(I)) of the vector v, as a vector of that many lanes: a
+/// shuffle in registers where copying a part out of it went through the stack.
+template <std::size_t First, class V, std::size_t... I>
+auto lanes_of(const V& v, std::index_sequence<I...> /*lanes*/) {
+  return __builtin_shufflevector(v, v, (First + I)...);
+}
+
+/// The lanes of a vector of doubles pairwise, as add_halves: lane j takes lane j + half.
+template <class V>
+WideSum add_vector_halves(const V& v) {
+  constexpr std::size_t N = sizeof(V) / sizeof(WideSum);
+  if constexpr (N == 1) {
+    return v[0];
+  } else {
+    return add_vector_halves(lanes_of<0>(v, std::make_index_sequence<N / 2>()) +
+                             lanes_of<N / 2>(v, std::make_index_sequence<N / 2>()));
+  }
+}
+
+/// The D-lane part h of each of the V vectors, widened to doubles: N vectors in lane order.
+template <class Wide, std::size_t D, std::size_t Parts, class Block, std::size_t... H>
+void widen_parts(const Block& block, Wide* out, std::index_sequence<H...> /*parts*/) {
+  ((out[H] = __builtin_convertvector(lanes_of<H * D>(block, std::make_index_sequence<D>()), Wide)), ...);
+}
+
 /// sum_contiguous of whole rows of plain float or double values, few enough for one block (a
 /// softmax row, a layer-norm row): the scalar path's lanes and additions, in registers. The
 /// L lanes are vectors of 64 bytes (V of them); lane j is element j % W of vector j / W, so
 /// add_halves' "lane j takes lane j + half" is "vector v takes vector v + count/2" while the
-/// half spans whole vectors, and then the same within the last one.
+/// half spans whole vectors, and then the same within the last one. Every part of a vector is
+/// taken out by a shuffle: copying it out through memory kept an accumulator on the stack in
+/// the row loop and made each widening wait on a store (a 128-wide row took ~100 cycles).
 template <class T>
 WideSum sum_whole_rows_in_one_block(const T* p, std::int64_t rows) {
   constexpr int W = 64 / sizeof(T), V = static_cast<int>(kLanesOf<T>) / W, D = 8;  // D doubles a vector
   using Block = typename VectorOf<T, W>::type;
-  using Narrow = typename VectorOf<T, D>::type;
   using Wide = typename VectorOf<WideSum, D>::type;
   Block block[V] = {};
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -212,22 +239,15 @@ WideSum sum_whole_rows_in_one_block(const T* p, std::int64_t rows) {
       block[v] += x;
     }
   }
-  constexpr int N = V * W / D;  // vectors of doubles
+  constexpr int Parts = W / D, N = V * Parts;  // N vectors of doubles
   Wide lanes[N];
   for (int v = 0; v < V; ++v) {
-    for (int h = 0; h < W / D; ++h) {
-      Narrow part;
-      std::memcpy(&part, reinterpret_cast<const T*>(&block[v]) + h * D, sizeof(part));
-      lanes[v * (W / D) + h] = __builtin_convertvector(part, Wide);
-    }
+    widen_parts<Wide, D, Parts>(block[v], lanes + v * Parts, std::make_index_sequence<Parts>());
   }
   for (int count = N; count > 1; count /= 2) {
     for (int w = 0; w < count / 2; ++w) lanes[w] += lanes[w + count / 2];
   }
-  std::array<WideSum, D> within;
-  std::memcpy(within.data(), &lanes[0], sizeof(within));
-  add_halves<D / 2>(within);
-  return within[0];
+  return add_vector_halves(lanes[0]);
 }
 }  // namespace detail
 
