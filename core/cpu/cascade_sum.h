@@ -213,8 +213,8 @@ WideSum add_vector_halves(const V& v) {
   }
 }
 
-/// The D-lane part h of each of the V vectors, widened to doubles: N vectors in lane order.
-template <class Wide, std::size_t D, std::size_t Parts, class Block, std::size_t... H>
+/// Each D-lane part h of `block`, widened to doubles, into out[h]: the parts in lane order.
+template <class Wide, std::size_t D, class Block, std::size_t... H>
 void widen_parts(const Block& block, Wide* out, std::index_sequence<H...> /*parts*/) {
   ((out[H] = __builtin_convertvector(lanes_of<H * D>(block, std::make_index_sequence<D>()), Wide)), ...);
 }
@@ -242,7 +242,7 @@ WideSum sum_whole_rows_in_one_block(const T* p, std::int64_t rows) {
   constexpr int Parts = W / D, N = V * Parts;  // N vectors of doubles
   Wide lanes[N];
   for (int v = 0; v < V; ++v) {
-    widen_parts<Wide, D, Parts>(block[v], lanes + v * Parts, std::make_index_sequence<Parts>());
+    widen_parts<Wide, D>(block[v], lanes + v * Parts, std::make_index_sequence<Parts>());
   }
   for (int count = N; count > 1; count /= 2) {
     for (int w = 0; w < count / 2; ++w) lanes[w] += lanes[w + count / 2];
