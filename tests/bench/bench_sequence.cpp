@@ -219,7 +219,8 @@ BENCHMARK(BM_CharLmTransformerStepEagerOverCompiled)->UseRealTime()->Unit(benchm
 // The fused attention kernels alone (core/cpu/attention.cpp, what fuse_attention puts in the
 // compiled step) on train_charlm's heads: 8 sequences x 4 heads of 128 x 128 causal scores
 // (the Transformer's default window), head_dim 32, the heads interleaved in the projections'
-// rows as batch-first MultiheadAttention leaves them. route 0: forward, 1: backward. x_floor against the FLOPs of the live (unmasked) half.
+// rows as batch-first MultiheadAttention leaves them. route 0: forward, 1: backward. x_floor
+// against the FLOPs of the live (unmasked) half.
 void BM_FusedAttentionCharLmHeads(benchmark::State& state) {
   constexpr std::int64_t kSequences = 8, kCharHeads = 4, kLength = 128, kHeadDim = 32;
   const std::int64_t heads = kSequences * kCharHeads;
