@@ -3,8 +3,10 @@
 // for a thin layer, oneDNN's primitive where it is built in and serves the dtype, else Kiln's
 // reference kernels (core/cpu/conv.cpp), which also take what oneDNN builds no primitive for.
 // A pass with no thin kernel of its own (the input gradient, the oneDNN-only fusions) goes on
-// to the next rule.
+// to the next rule. On the oneDNN route a BFloat16 weight gradient that Kiln's pair kernel
+// serves takes it (Note [A weight gradient in BFloat16 pairs]).
 // Read next: core/routes.h, core/cpu/conv_thin.cpp, core/onednn/conv.cpp.
+#include "core/cpu/conv_weight_gradient_pairs.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/cpu/pool_record.h"
 #include "core/onednn/onednn.h"
@@ -55,6 +57,7 @@ void conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output
   switch (route_of(input, grad_weight, groups)) {
     case routes::Route::Thin: return thin_conv2d_weight_gradient(grad_weight, grad_output, input, g);
     case routes::Route::OneDnn:
+      if (groups == 1 && conv2d_weight_gradient_in_pairs(grad_weight, Tensor(), grad_output, {}, input, {}, g)) return;
       if (onednn::conv2d_backward_weight(grad_weight, grad_output, input, g, groups)) return;
       break;
     default: break;
@@ -67,6 +70,7 @@ void conv2d_backward_weight_bias(const Tensor& grad_weight, const Tensor& grad_b
   switch (route_of(input, grad_weight, groups)) {
     case routes::Route::Thin: return thin_conv2d_weight_gradient(grad_weight, grad_output, input, g, grad_bias);
     case routes::Route::OneDnn: {
+      if (groups == 1 && conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, {}, input, {}, g)) return;
       if (onednn::conv2d_backward_weight_bias(grad_weight, grad_bias, grad_output, input, g, groups)) return;
       // What the unfused pair computes on this route: the weight gradient, then Kiln's sum.
       conv2d_backward_weight(grad_weight, grad_output, input, g, groups);

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "core/cpu/channel_blocks.h"
+#include "core/cpu/conv_weight_gradient_pairs.h"
 #include "core/cpu/pool_record.h"
 #include "core/cpu/cpu_kernels.h"
 #include "core/onednn/kernels.h"
@@ -318,6 +319,16 @@ bool conv2d_backward_through_max_pool(const Tensor& grad_input, const Tensor& gr
              {DNNL_ARG_DIFF_SRC, address_of(grad_input)}},
             blocked_gradient ? std::initializer_list<int>{DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}
                              : std::initializer_list<int>{DNNL_ARG_DIFF_DST});
+  // The weight gradient as the eager op's route makes it (core/cpu/conv_routes.cpp): Kiln's pair
+  // kernel where it serves (Note [A weight gradient in BFloat16 pairs]), else the primitive.
+  const ChannelBlockedLayout input_layout =
+      blocked_input ? cpu::dense_channel_blocks(input_sizes[0], input_sizes[1], input_sizes[2], input_sizes[3],
+                                                input.sizes()[4])
+                    : ChannelBlockedLayout{};
+  if (groups == 1 &&
+      cpu::conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, *layout, input, input_layout, g)) {
+    return true;
+  }
   weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
                 {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}},
                blocked_input ? std::initializer_list<int>{DNNL_ARG_SRC, DNNL_ARG_DIFF_DST}
@@ -341,6 +352,9 @@ bool conv2d_backward_weight_bias_through_max_pool(const Tensor& grad_weight, con
       weights ? channel_blocked_layout(weights->wanted(DNNL_ARG_DIFF_DST), input.dtype()) : std::nullopt;
   if (!layout) return false;
   const Tensor grad_output = unpooled_into(*layout, grad_pooled, indices, values, input, g);
+  if (groups == 1 && cpu::conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, *layout, input, {}, g)) {
+    return true;
+  }
   weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
                 {DNNL_ARG_DIFF_WEIGHTS, address_of(grad_weight)}, {DNNL_ARG_DIFF_BIAS, address_of(grad_bias)}},
                {DNNL_ARG_DIFF_DST});
