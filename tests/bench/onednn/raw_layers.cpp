@@ -8,7 +8,10 @@
 //     those floors timed turn by turn, for their ratio (tests/bench/interleaved.h);
 //   - BM_OneDnnConv2dForwardBackward: the second convolution's three passes, on the blocked
 //     layouts alone (layout:0), and from and to NCHW with the reorders a framework pays at its
-//     op boundaries (layout:1): Kiln's BM_KilnConv2dForwardBackward is measured against these.
+//     op boundaries (layout:1): Kiln's BM_KilnConv2dForwardBackward is measured against these;
+//   - BM_Conv2WeightGradientBFloat16PairsOverOneDnn: that convolution's BFloat16 weight and bias
+//     gradients from activations in channel blocks, as a compiled step holds them, by Kiln's pair
+//     kernel and by oneDNN's primitive, turn by turn (Note [A weight gradient in BFloat16 pairs]).
 // Read next: core/onednn/conv.cpp.
 #include <benchmark/benchmark.h>
 
@@ -21,6 +24,9 @@
 #include <vector>
 
 #include "../../../examples/support/models.h"
+#include "core/cpu/channel_blocks.h"
+#include "core/cpu/conv_weight_gradient_pairs.h"
+#include "core/ops/conv.h"
 #include "../interleaved.h"
 #include "../step_flops.h"
 #include "../training_step.h"
@@ -212,5 +218,48 @@ void BM_OneDnnConv2dForwardBackward(benchmark::State& state) {
   kiln::bench::report_flops(state, 3 * kiln::bench::conv_flops(128, 32, 64, 14, 14, 3));
 }
 BENCHMARK(BM_OneDnnConv2dForwardBackward)->ArgName("layout")->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_Conv2WeightGradientBFloat16PairsOverOneDnn(benchmark::State& state) {
+  using namespace kiln;
+  constexpr std::int64_t n = 128, c = 32, o = 64, h = 14;
+  manual_seed(0);
+  const Tensor input = relu(randn({n, c / 16, h, h, 16})).to(kBFloat16);
+  const Tensor grad_output = randn({n, o / 16, h, h, 16}).to(kBFloat16);
+  const Tensor grad_weight = empty({o, c, 3, 3}, TensorOptions().dtype(kBFloat16));
+  const Tensor grad_bias = empty({o}, TensorOptions().dtype(kBFloat16));
+  const Im2ColGeometry g = ops::im2col_geometry({n, c, h, h}, {3, 3}, {1, 1}, {1, 1}, {1, 1});
+  const ChannelBlockedLayout input_layout = cpu::dense_channel_blocks(n, c, h, h, 16);
+  const ChannelBlockedLayout grad_layout = cpu::dense_channel_blocks(n, o, h, h, 16);
+  const auto pairs = [&] {
+    return cpu::conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, grad_layout, input, input_layout,
+                                                g);
+  };
+  if (!pairs()) return state.SkipWithError("the pair kernel does not serve this CPU or build");
+
+  // oneDNN's primitive on the same blocked buffers (nChw16c), its weight gradient in the layout it chooses.
+  const auto bf16 = memory::data_type::bf16;
+  const memory::dims src{n, c, h, h}, weights{o, c, 3, 3}, dst{n, o, h, h}, one{1, 1};
+  const memory::desc blocked_src(src, bf16, Tag::nChw16c), blocked_dst(dst, bf16, Tag::nChw16c);
+  const memory::desc any_weights(weights, bf16, Tag::any), bias({o}, bf16, Tag::a);
+  const dnnl::convolution_forward::primitive_desc forward(
+      {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, blocked_src, any_weights, bias,
+       blocked_dst, one, one, one},
+      engine());
+  const dnnl::convolution_backward_weights::primitive_desc weight(
+      {dnnl::algorithm::convolution_direct, blocked_src, any_weights, bias, blocked_dst, one, one, one}, engine(),
+      forward);
+  const dnnl::convolution_backward_weights primitive(weight);
+  dnnl::stream s(engine());
+  const memory src_memory(blocked_src, engine(), input.raw_data_ptr());
+  const memory dst_memory(blocked_dst, engine(), grad_output.raw_data_ptr());
+  const memory weights_memory(weight.diff_weights_desc(), engine()), bias_memory(bias, engine());
+  const auto onednn = [&] {
+    primitive.execute(s, {{DNNL_ARG_SRC, src_memory}, {DNNL_ARG_DIFF_DST, dst_memory},
+                          {DNNL_ARG_DIFF_WEIGHTS, weights_memory}, {DNNL_ARG_DIFF_BIAS, bias_memory}});
+    s.wait();
+  };
+  bench::run_interleaved(state, [&] { pairs(); }, onednn, "pairs", "onednn");
+}
+BENCHMARK(BM_Conv2WeightGradientBFloat16PairsOverOneDnn)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
