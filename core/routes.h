@@ -63,7 +63,9 @@ inline constexpr std::array<Rule, 5> kConvolution{{
     {Route::OneDnn,
      "on the CPU with oneDNN built in, in a dtype it serves here (Float32; BFloat16 where the CPU has "
      "AVX512_BF16 or AMX): a cached primitive (core/onednn/conv.cpp), or the next rule's kernels where it "
-     "builds none for the sizes (counted in backends::onednn_stats().fallbacks)"},
+     "builds none for the sizes (counted in backends::onednn_stats().fallbacks); a BFloat16 weight gradient "
+     "on AVX512_BF16 without AMX, 3 wide at unit stride, is Kiln's pair kernel where it serves the sizes "
+     "(core/cpu/conv_weight_gradient_pairs.cpp)"},
     {Route::Eigen,
      "on the CPU otherwise (no oneDNN, Float64, Float16): Kiln's reference kernels, unfold + GEMM "
      "(core/cpu/conv.cpp)"},
