@@ -41,20 +41,23 @@ namespace kiln::cpu {
 // 4 output channels x 3 taps x 2 blocks of 16 input channels in 24 registers across a chunk of
 // images, so each broadcast gradient pair feeds 6 instructions and each packed input pair 4.
 //
-// The packs of a chunk (at most 8 images, about 512 KiB) are made by the thread that uses
-// them, in its cache; a chunk's sums start from zero, and the chunks' sums are added in chunk
-// order at the end, so the result does not depend on the number of threads. Each float sum runs
-// over at most a chunk's pixels (8 · 14 · 14 here), then over the chunks: Float32's error on
-// sums far shorter than the whole batch, before the result is rounded to BFloat16. The bias
-// gradient, Σ dY over the same pixels, is the gradient pairs times the pair (1, 1) as they are
-// packed. vdpbf16ps treats denormal floats as zero, as oneDNN's BFloat16 kernels do; a tap
-// over the padding adds 0 · dY, which is NaN only where dY is infinite or NaN (oneDNN skips
-// those products; either way the gradient is not finite and GradScaler skips the step).
+// The packs of a chunk (at most 8 images, at most 512 KiB) are made by the thread that uses
+// them, in its cache. A chunk's sums start from zero; up to 8 groups, runs of chunks that the
+// sizes alone decide, each add their chunks' sums in order, and the groups' sums are added in
+// order at the end: the result does not depend on the number of threads, and the buffers hold
+// at most 8 copies of the weight. Each float sum runs over at most a chunk's pixels (8 · 14 ·
+// 14 here), then over a group's chunks and the groups: Float32's error on sums far shorter than
+// the whole batch, before the result is rounded to BFloat16. The bias gradient, Σ dY over the
+// same pixels, is the gradient pairs times the pair (1, 1) as they are packed. vdpbf16ps treats
+// denormal floats as zero, as oneDNN's BFloat16 kernels do; a tap over the padding adds 0 · dY,
+// which is NaN only where dY is infinite or NaN (oneDNN skips those products; either way the
+// gradient is not finite and GradScaler skips the step).
 //
 // Where it runs: the CPUs whose oneDNN runs BFloat16 on AVX512_BF16 (with AMX, oneDNN's
 // tile kernels are faster), kernels 3 wide at unit stride and dilation, channel counts in
-// whole blocks of 16, an even output width. The eager op and the compiled step's fused
-// backward (core/onednn/conv.cpp) both take it, so both give the same bits.
+// whole blocks of 16, an even output width, images small enough that one's packs fit a chunk
+// (larger ones would stream their packs through memory). The eager op and the compiled step's
+// fused backward (core/onednn/conv.cpp) both take it, so both give the same bits.
 
 #ifdef __AVX512BF16__
 namespace {
@@ -62,8 +65,9 @@ namespace {
 constexpr std::int64_t kBlock = 16;          // input channels in a lane vector, and in a block
 constexpr std::int64_t kKernelWidth = 3;     // taps a tile holds across a kernel row
 constexpr std::int64_t kOutputsPerTile = 4;  // output channels a tile holds
-constexpr std::int64_t kChunkBytes = 512 * 1024;
+constexpr std::int64_t kChunkBytes = 512 * 1024;  // a chunk's packs, in a thread's share of the L2 cache
 constexpr std::int64_t kMaxImagesPerChunk = 8;
+constexpr std::int64_t kGroups = 8;  // runs of chunks with a sum each, so at most 8 copies of the weight's sums
 
 struct Sizes {
   std::int64_t images, channels, height, width, outputs, out_h, out_w, kernel_h, pad_h, pad_w;
@@ -73,6 +77,10 @@ struct Sizes {
   std::int64_t even_pairs() const { return column_pairs() + 1; }  // padded columns (2j, 2j + 1)
   std::int64_t odd_pairs() const { return column_pairs(); }       // padded columns (2j + 1, 2j + 2)
   std::int64_t taps() const { return kernel_h * kKernelWidth; }
+  /// One image's packs: its input rows twice, its dY once, 4 bytes a pair.
+  std::int64_t packed_image_bytes() const {
+    return (channel_blocks() * height * (even_pairs() + odd_pairs()) * kBlock + out_h * column_pairs() * outputs) * 4;
+  }
 };
 
 /// One chunk of images, packed: each input row as pairs of its padded columns from even and from
@@ -161,10 +169,11 @@ void pack_gradient_block(const BlockPlane& p, const Sizes& s, std::int64_t ob, s
 }
 
 /// The sums over a chunk's `images` of taps (kh, 0..2) for output channels o0..o0+3 and input
-/// blocks [first_block, first_block + Blocks), written to `sums` ([tap][o][c] floats).
+/// blocks [first_block, first_block + Blocks), written to `sums` ([tap][o][c] floats), or added
+/// to what they hold.
 template <int Blocks>
 void accumulate_tile(const PackedChunk& packs, const Sizes& s, std::int64_t images, std::int64_t kh, std::int64_t o0,
-                     std::int64_t first_block, float* sums) {
+                     std::int64_t first_block, float* sums, bool add) {
   __m512 acc[kOutputsPerTile][kKernelWidth][Blocks];
   for (auto& output : acc) {
     for (auto& tap : output) {
@@ -206,7 +215,7 @@ void accumulate_tile(const PackedChunk& packs, const Sizes& s, std::int64_t imag
     for (std::int64_t kw = 0; kw < kKernelWidth; ++kw) {
       for (int b = 0; b < Blocks; ++b) {
         float* at = sums + ((kh * kKernelWidth + kw) * s.outputs + o0 + i) * s.channels + (first_block + b) * kBlock;
-        _mm512_storeu_ps(at, acc[i][kw][b]);
+        _mm512_storeu_ps(at, add ? _mm512_add_ps(_mm512_loadu_ps(at), acc[i][kw][b]) : acc[i][kw][b]);
       }
     }
   }
@@ -217,9 +226,10 @@ struct Activation {
   ChannelBlockedLayout layout;
 };
 
-/// Packs images [first, first + images) and writes their weight sums ([tap][o][c]) and bias sums.
+/// Packs images [first, first + images) and writes their weight sums ([tap][o][c]) and bias
+/// sums, or adds them to what those hold.
 void chunk_sums(const Activation& input, const Activation& grad_output, const Sizes& s, std::int64_t first,
-                std::int64_t images, float* weight_sums, float* bias_sums) {
+                std::int64_t images, float* weight_sums, float* bias_sums, bool add) {
   thread_local Packs packs;
   const std::int64_t input_rows = images * s.channel_blocks() * s.height;
   const PackedChunk packed{vectors_in(packs.even, input_rows * s.even_pairs() * kBlock),
@@ -242,41 +252,50 @@ void chunk_sums(const Activation& input, const Activation& grad_output, const Si
                           packs.bias.data() + ob * kBlock);
     }
   }
-  std::copy(packs.bias.begin(), packs.bias.end(), bias_sums);
+  for (std::int64_t o = 0; o < s.outputs; ++o) {
+    const float chunk_sum = packs.bias[static_cast<std::size_t>(o)];
+    bias_sums[o] = add ? bias_sums[o] + chunk_sum : chunk_sum;
+  }
   for (std::int64_t kh = 0; kh < s.kernel_h; ++kh) {
     for (std::int64_t o0 = 0; o0 < s.outputs; o0 += kOutputsPerTile) {
       std::int64_t cb = 0;
-      for (; cb + 2 <= s.channel_blocks(); cb += 2) accumulate_tile<2>(packed, s, images, kh, o0, cb, weight_sums);
-      if (cb < s.channel_blocks()) accumulate_tile<1>(packed, s, images, kh, o0, cb, weight_sums);
+      for (; cb + 2 <= s.channel_blocks(); cb += 2) {
+        accumulate_tile<2>(packed, s, images, kh, o0, cb, weight_sums, add);
+      }
+      if (cb < s.channel_blocks()) accumulate_tile<1>(packed, s, images, kh, o0, cb, weight_sums, add);
     }
   }
 }
 
 void weight_gradient(const Activation& input, const Activation& grad_output, const Sizes& s, Eigen::bfloat16* dw,
                      Eigen::bfloat16* db) {
-  const std::int64_t image_bytes = (s.channel_blocks() * s.height * (s.even_pairs() + s.odd_pairs())) * 64 +
-                                   s.out_h * s.column_pairs() * s.outputs * 4;
-  const std::int64_t chunk = std::clamp<std::int64_t>(kChunkBytes / image_bytes, 1, kMaxImagesPerChunk);
+  const std::int64_t chunk = std::min(kChunkBytes / s.packed_image_bytes(), kMaxImagesPerChunk);
   const std::int64_t chunks = (s.images + chunk - 1) / chunk;
+  // Each group, a run of chunks fixed by the sizes alone, sums its chunks in order; the groups'
+  // sums are added in order at the end: the same bits on any number of threads.
+  const std::int64_t groups = std::min(chunks, kGroups);
   const std::int64_t weight_sums = s.taps() * s.outputs * s.channels;
   thread_local std::vector<float> sums;
-  sums.resize(static_cast<std::size_t>(chunks * (weight_sums + s.outputs)));
+  sums.resize(static_cast<std::size_t>(groups * (weight_sums + s.outputs)));
   float* const weight_at = sums.data();
-  float* const bias_at = sums.data() + chunks * weight_sums;
-  parallel_for(0, chunks, 1, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t c = begin; c < end; ++c) {
-      chunk_sums(input, grad_output, s, c * chunk, std::min(chunk, s.images - c * chunk), weight_at + c * weight_sums,
-                 bias_at + c * s.outputs);
+  float* const bias_at = sums.data() + groups * weight_sums;
+  parallel_for(0, groups, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t group = begin; group < end; ++group) {
+      const std::int64_t first = group * chunks / groups, last = (group + 1) * chunks / groups;
+      for (std::int64_t c = first; c < last; ++c) {
+        chunk_sums(input, grad_output, s, c * chunk, std::min(chunk, s.images - c * chunk),
+                   weight_at + group * weight_sums, bias_at + group * s.outputs, /*add=*/c > first);
+      }
     }
   });
-  // The chunks' sums in chunk order, [tap][o][c] -> [o][c][kh][kw], rounded to BFloat16.
+  // The groups' sums in order, [tap][o][c] -> [o][c][kh][kw], rounded to BFloat16.
   parallel_for(0, s.outputs, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t o = begin; o < end; ++o) {
       for (std::int64_t tap = 0; tap < s.taps(); ++tap) {
         for (std::int64_t c = 0; c < s.channels; c += kBlock) {
           const float* at = weight_at + (tap * s.outputs + o) * s.channels + c;
           __m512 total = _mm512_loadu_ps(at);
-          for (std::int64_t k = 1; k < chunks; ++k) total = _mm512_add_ps(total, _mm512_loadu_ps(at + k * weight_sums));
+          for (std::int64_t k = 1; k < groups; ++k) total = _mm512_add_ps(total, _mm512_loadu_ps(at + k * weight_sums));
           alignas(64) float lanes[kBlock];
           _mm512_store_ps(lanes, total);
           for (std::int64_t l = 0; l < kBlock; ++l) {
@@ -286,7 +305,7 @@ void weight_gradient(const Activation& input, const Activation& grad_output, con
       }
       if (db != nullptr) {
         float total = bias_at[o];
-        for (std::int64_t k = 1; k < chunks; ++k) total += bias_at[k * s.outputs + o];
+        for (std::int64_t k = 1; k < groups; ++k) total += bias_at[k * s.outputs + o];
         db[o] = Eigen::bfloat16(total);
       }
     }
@@ -326,7 +345,7 @@ bool conv2d_weight_gradient_in_pairs(const Tensor& grad_weight, const Tensor& gr
                         grad_weight.sizes()[3] == kKernelWidth && s.out_h == s.height + 2 * s.pad_h - s.kernel_h + 1 &&
                         s.out_w == s.width + 2 * s.pad_w - kKernelWidth + 1 && s.out_w % 2 == 0 && s.out_w > 0 &&
                         s.out_h > 0 && s.images > 0 && s.channels % kBlock == 0 && s.outputs % kBlock == 0 &&
-                        s.channels > 0 && s.outputs > 0;
+                        s.channels > 0 && s.outputs > 0 && s.packed_image_bytes() <= kChunkBytes;
   const bool bias = !grad_bias.defined() || (grad_bias.dtype() == DType::BFloat16 && grad_bias.is_contiguous() &&
                                              grad_bias.numel() == s.outputs);
   if (!geometry || !bias || !lies_at(input, input_layout, s.images, s.channels, s.height, s.width) ||

@@ -6,7 +6,9 @@
 // backward through the pool taking it alike; and refusing what it does not serve.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/backends.h"
 #include "core/cpu/channel_blocks.h"
@@ -110,6 +112,36 @@ TEST_F(WeightGradientPairs, GivesTheSameBitsFromBlocksAndNchwAndOnAnyThreadCount
   EXPECT_TRUE(testing::same_bytes(db_one, db));
 }
 
+TEST_F(WeightGradientPairs, GroupsOfChunksGiveTheSameBitsOnAnyThreadCount) {
+  // 75 small images: 10 chunks of 8 (the last of 3) in 8 groups, two of them of two chunks.
+  manual_seed(6);
+  const Case k{75, 16, 16, 6, 6, 3, 1, 1};
+  const Im2ColGeometry g = k.geometry();
+  const Tensor input = relu(randn({k.n, k.c, k.h, k.w})).to(kBFloat16);
+  const Tensor grad_output = randn({k.n, k.o, g.out_h, g.out_w}).to(kBFloat16);
+  const int threads = get_num_threads();
+  std::vector<Tensor> results;
+  for (const int n : {1, 2, 3}) {
+    set_num_threads(n);
+    const Tensor dw = empty({k.o, k.c, 3, 3}, TensorOptions().dtype(kBFloat16));
+    const Tensor db = empty({k.o}, TensorOptions().dtype(kBFloat16));
+    EXPECT_TRUE(cpu::conv2d_weight_gradient_in_pairs(dw, db, grad_output, {}, input, {}, g));
+    results.push_back(cat({dw.view({-1}), db}));
+  }
+  set_num_threads(threads);
+  EXPECT_TRUE(testing::same_bytes(results[1], results[0]));
+  EXPECT_TRUE(testing::same_bytes(results[2], results[0]));
+
+  const Tensor want = empty({k.o, k.c, 3, 3}, TensorOptions().dtype(kFloat64));
+  const Tensor want_bias = empty({1, k.o, 1, 1}, TensorOptions().dtype(kFloat64));
+  registered_kernels(DeviceType::CPU)
+      .conv2d.backward_weight_bias(want, want_bias, grad_output.to(kFloat64), input.to(kFloat64), g, 1);
+  const Tensor exact = cat({want.view({-1}), want_bias.view({-1})});
+  const Tensor error = (results[0].to(kFloat64) - exact).abs();
+  EXPECT_TRUE(error.le(exact.abs() * std::ldexp(1.0, -8) + 1e-3).all().item<bool>())
+      << "largest error " << error.max().item<double>();
+}
+
 TEST_F(WeightGradientPairs, IsTheEagerOpsAndTheFusedBackwardsRoute) {
   if (!backends::onednn_has_bf16()) GTEST_SKIP() << "the route is oneDNN's BFloat16 one";
   const BackendKernels& cpu = registered_kernels(DeviceType::CPU);
@@ -167,6 +199,7 @@ TEST_F(WeightGradientPairs, RefusesWhatItDoesNotServe) {
   EXPECT_FALSE(serves(16, 24, 8, 3, 1, kBFloat16)) << "24 output channels";
   EXPECT_FALSE(serves(16, 16, 8, 5, 1, kBFloat16)) << "a kernel 5 wide";
   EXPECT_FALSE(serves(16, 16, 8, 3, 2, kBFloat16)) << "stride 2";
+  EXPECT_FALSE(serves(16, 16, 2048, 3, 1, kBFloat16)) << "an image whose packs do not fit a chunk";
 }
 
 }  // namespace
