@@ -57,7 +57,7 @@ void conv2d_backward_weight(const Tensor& grad_weight, const Tensor& grad_output
   switch (route_of(input, grad_weight, groups)) {
     case routes::Route::Thin: return thin_conv2d_weight_gradient(grad_weight, grad_output, input, g);
     case routes::Route::OneDnn:
-      if (groups == 1 && conv2d_weight_gradient_in_pairs(grad_weight, Tensor(), grad_output, {}, input, {}, g)) return;
+      if (conv2d_weight_gradient_in_pairs(grad_weight, Tensor(), grad_output, {}, input, {}, g)) return;
       if (onednn::conv2d_backward_weight(grad_weight, grad_output, input, g, groups)) return;
       break;
     default: break;
@@ -70,7 +70,7 @@ void conv2d_backward_weight_bias(const Tensor& grad_weight, const Tensor& grad_b
   switch (route_of(input, grad_weight, groups)) {
     case routes::Route::Thin: return thin_conv2d_weight_gradient(grad_weight, grad_output, input, g, grad_bias);
     case routes::Route::OneDnn: {
-      if (groups == 1 && conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, {}, input, {}, g)) return;
+      if (conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, {}, input, {}, g)) return;
       if (onednn::conv2d_backward_weight_bias(grad_weight, grad_bias, grad_output, input, g, groups)) return;
       // What the unfused pair computes on this route: the weight gradient, then Kiln's sum.
       conv2d_backward_weight(grad_weight, grad_output, input, g, groups);

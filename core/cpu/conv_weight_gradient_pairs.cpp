@@ -318,11 +318,14 @@ bool pairs_beat_onednn() {
   return beat;
 }
 
-/// Whether `t` holds a [n, c, h, w] BFloat16 activation at `layout` (block 16, or plain NCHW).
+/// Whether `t` holds a [n, c, h, w] BFloat16 activation at `layout` (block 16, or plain NCHW):
+/// an image of c channels (not of a grouped convolution's c · groups).
 bool lies_at(const Tensor& t, const ChannelBlockedLayout& layout, std::int64_t n, std::int64_t c, std::int64_t h,
              std::int64_t w) {
   if (t.dtype() != DType::BFloat16) return false;
-  if (layout.block == kBlock) return t.is_contiguous() && layout.elements <= t.numel();
+  if (layout.block == kBlock) {
+    return t.is_contiguous() && layout.stride_n == c * h * w && layout.elements <= t.numel();
+  }
   return layout.block == 0 && t.is_contiguous() && t.sizes() == IntArrayRef({n, c, h, w});
 }
 

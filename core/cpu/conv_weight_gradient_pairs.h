@@ -13,8 +13,8 @@ class Tensor;
 namespace kiln::cpu {
 
 /// The weight gradient [O, C, kh, 3] (contiguous) and, where `grad_bias` is defined, the bias
-/// gradient (O elements, contiguous) of a BFloat16 convolution of unit stride and dilation,
-/// from `grad_output` [N, O, out_h, out_w] and `input` [N, C, H, W]. Each activation lies at
+/// gradient (O elements, contiguous) of a BFloat16 convolution of unit stride and dilation and
+/// one group, from `grad_output` [N, O, out_h, out_w] and `input` [N, C, H, W]. Each activation lies at
 /// its layout: in channel blocks of 16 (block 16), or plain contiguous NCHW (block 0). Returns
 /// false, having run nothing, where the kernel does not serve the call (no AVX512_BF16 in the
 /// build, oneDNN on AMX, another dtype or geometry); on meta tensors it serves and computes

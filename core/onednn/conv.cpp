@@ -325,8 +325,7 @@ bool conv2d_backward_through_max_pool(const Tensor& grad_input, const Tensor& gr
       blocked_input ? cpu::dense_channel_blocks(input_sizes[0], input_sizes[1], input_sizes[2], input_sizes[3],
                                                 input.sizes()[4])
                     : ChannelBlockedLayout{};
-  if (groups == 1 &&
-      cpu::conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, *layout, input, input_layout, g)) {
+  if (cpu::conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, *layout, input, input_layout, g)) {
     return true;
   }
   weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},
@@ -352,7 +351,7 @@ bool conv2d_backward_weight_bias_through_max_pool(const Tensor& grad_weight, con
       weights ? channel_blocked_layout(weights->wanted(DNNL_ARG_DIFF_DST), input.dtype()) : std::nullopt;
   if (!layout) return false;
   const Tensor grad_output = unpooled_into(*layout, grad_pooled, indices, values, input, g);
-  if (groups == 1 && cpu::conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, *layout, input, {}, g)) {
+  if (cpu::conv2d_weight_gradient_in_pairs(grad_weight, grad_bias, grad_output, *layout, input, {}, g)) {
     return true;
   }
   weights->run({{DNNL_ARG_SRC, address_of(input)}, {DNNL_ARG_DIFF_DST, address_of(grad_output)},

@@ -200,6 +200,17 @@ TEST_F(WeightGradientPairs, RefusesWhatItDoesNotServe) {
   EXPECT_FALSE(serves(16, 16, 8, 5, 1, kBFloat16)) << "a kernel 5 wide";
   EXPECT_FALSE(serves(16, 16, 8, 3, 2, kBFloat16)) << "stride 2";
   EXPECT_FALSE(serves(16, 16, 2048, 3, 1, kBFloat16)) << "an image whose packs do not fit a chunk";
+
+  // Two groups: each weight sees 16 of the input's 32 channels, in NCHW and in channel blocks.
+  const Im2ColGeometry g = ops::im2col_geometry({2, 32, 8, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1});
+  const TensorOptions bf16 = TensorOptions().dtype(kBFloat16);
+  const Tensor input = zeros({2, 32, 8, 8}, bf16), grad_output = zeros({2, 32, 8, 8}, bf16);
+  const Tensor grad_weight = empty({32, 16, 3, 3}, bf16);
+  EXPECT_FALSE(cpu::conv2d_weight_gradient_in_pairs(grad_weight, Tensor(), grad_output, {}, input, {}, g))
+      << "a grouped convolution, NCHW";
+  EXPECT_FALSE(cpu::conv2d_weight_gradient_in_pairs(grad_weight, Tensor(), to_blocks(grad_output).view({-1}),
+                                                    blocks_of(grad_output), to_blocks(input), blocks_of(input), g))
+      << "a grouped convolution, in channel blocks";
 }
 
 }  // namespace
